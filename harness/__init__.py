@@ -1,0 +1,1 @@
+"""The harness: CLI, pytest plugin, PostgreSQL provisioning, receipts and the gate."""

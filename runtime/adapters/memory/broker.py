@@ -1,0 +1,244 @@
+"""MemoryBroker: SAQ's observable semantics in process memory.
+
+What it reproduces of SAQ's PostgreSQL queue (NOTES-dependencies.md):
+- a key is deduplicated while its job is queued, active or aborting, and a
+  finished key is not silently reused (publish returns False);
+- lower priority values are dequeued first, ties in publish order;
+- statuses queued, active, aborting, aborted, failed, complete;
+- abort: a queued job is aborted at once; otherwise it becomes aborting and
+  only the worker running it cancels the hop (polled every second);
+- a running job is touched by its hop; a sweep every 60 s aborts active or
+  aborting jobs untouched for longer than their heartbeat (error "swept");
+- retries=0: a swept or failed job is never re-queued.
+
+`serve_queue` is written against `BrokerOps`, the broker's primitive
+operations, so a simulator proxy can run the same loop over its own guarded
+operations.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+from uuid import UUID
+
+import anyio
+import anyio.lowlevel
+
+from runtime.seams import Clock, HopHandler, JobInfo, JobStatus
+
+log = logging.getLogger(__name__)
+
+SWEEP_EVERY_S = 60.0
+ABORT_POLL_S = 1.0
+SWEPT = "swept"
+
+
+class BrokerOps(Protocol):
+    """Primitive broker operations the serve loop is built on."""
+
+    async def dequeue(self, queue: str) -> JobInfo | None: ...
+
+    async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None: ...
+
+    async def probe(self, key: str) -> JobInfo | None: ...
+
+    async def sweep(self, queue: str) -> list[str]: ...
+
+    async def wait_for_work(self, queue: str, timeout: float) -> None: ...
+
+
+@dataclass
+class _Job:
+    info: JobInfo
+    heartbeat: int
+    order: int
+    visible_at: float
+
+
+@dataclass
+class MemoryBroker:
+    clock: Clock
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    _order: int = 0
+    _wakeups: dict[str, anyio.Event] = field(default_factory=dict)
+
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
+
+    # -- the Broker seam -----------------------------------------------------
+
+    async def publish(
+        self,
+        queue: str,
+        key: str,
+        *,
+        run_id: UUID,
+        seq: int,
+        priority: int,
+        heartbeat: int,
+        delay: float = 0.0,
+    ) -> bool:
+        await anyio.lowlevel.checkpoint()
+        if key in self.jobs:
+            return False  # live keys deduplicate; finished keys are never reused
+        self._order += 1
+        now = self._now()
+        info = JobInfo(
+            key=key, queue=queue, status=JobStatus.QUEUED, priority=priority, run_id=run_id,
+            seq=seq,
+        )
+        self.jobs[key] = _Job(info, heartbeat, self._order, visible_at=now + delay)
+        self._wake(queue)
+        return True
+
+    async def probe(self, key: str) -> JobInfo | None:
+        await anyio.lowlevel.checkpoint()
+        job = self.jobs.get(key)
+        return job.info if job else None
+
+    async def abort(self, key: str, reason: str) -> JobInfo | None:
+        await anyio.lowlevel.checkpoint()
+        job = self.jobs.get(key)
+        if job is None:
+            return None
+        if job.info.status is JobStatus.QUEUED:
+            self._set(job, status=JobStatus.ABORTED, error=reason)
+        elif job.info.status is not JobStatus.ABORTED:
+            self._set(job, status=JobStatus.ABORTING, error=reason)
+        return job.info
+
+    async def touch(self, key: str) -> None:
+        await anyio.lowlevel.checkpoint()
+        job = self.jobs.get(key)
+        if job is not None and job.info.status is JobStatus.ACTIVE:
+            self._set(job, touched_at=self._now())
+
+    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
+        await serve_queue(self, queue, handler, concurrency)
+
+    # -- primitives ------------------------------------------------------------
+
+    async def dequeue(self, queue: str) -> JobInfo | None:
+        await anyio.lowlevel.checkpoint()
+        now = self._now()
+        ready = [
+            j for j in self.jobs.values()
+            if j.info.queue == queue and j.info.status is JobStatus.QUEUED and j.visible_at <= now
+        ]
+        if not ready:
+            return None
+        job = min(ready, key=lambda j: (j.info.priority, j.order))
+        self._set(job, status=JobStatus.ACTIVE, started_at=now, touched_at=now)
+        return job.info
+
+    async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None:
+        await anyio.lowlevel.checkpoint()
+        job = self.jobs.get(key)
+        if job is not None and not job.info.status.finished:
+            self._set(job, status=status, error=error)
+
+    async def sweep(self, queue: str) -> list[str]:
+        await anyio.lowlevel.checkpoint()
+        now = self._now()
+        swept = []
+        for key in sorted(self.jobs):
+            job = self.jobs[key]
+            info = job.info
+            stale = info.touched_at is not None and now - info.touched_at > job.heartbeat
+            if (
+                info.queue == queue
+                and info.status in (JobStatus.ACTIVE, JobStatus.ABORTING)
+                and job.heartbeat
+                and stale
+            ):
+                self._set(job, status=JobStatus.ABORTED, error=SWEPT)
+                swept.append(key)
+        return swept
+
+    async def wait_for_work(self, queue: str, timeout: float) -> None:
+        now = self._now()
+        pending = [
+            j.visible_at - now for j in self.jobs.values()
+            if j.info.queue == queue and j.info.status is JobStatus.QUEUED
+        ]
+        if pending:
+            timeout = max(0.0, min([timeout, *pending]))
+        event = self._wakeups.get(queue)
+        if event is None or event.is_set():
+            event = self._wakeups[queue] = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await event.wait()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _set(self, job: _Job, **changes: object) -> None:
+        job.info = job.info.model_copy(update=changes)
+
+    def _wake(self, queue: str) -> None:
+        event = self._wakeups.get(queue)
+        if event is not None:
+            event.set()
+
+    def statuses(self) -> dict[str, JobStatus]:
+        return {k: self.jobs[k].info.status for k in sorted(self.jobs)}
+
+
+async def serve_queue(
+    ops: BrokerOps,
+    queue: str,
+    handler: HopHandler,
+    concurrency: int,
+    now: Callable[[], float] = anyio.current_time,
+) -> None:
+    """Consume `queue` until cancelled, at most `concurrency` hops at once."""
+    limiter = anyio.Semaphore(concurrency)
+    next_sweep = now()
+    async with anyio.create_task_group() as tg:
+        while True:
+            if now() >= next_sweep:
+                await ops.sweep(queue)
+                next_sweep = now() + SWEEP_EVERY_S
+            await limiter.acquire()
+            job = await ops.dequeue(queue)
+            if job is None:
+                limiter.release()
+                await ops.wait_for_work(queue, max(0.0, next_sweep - now()))
+                continue
+            tg.start_soon(_run_job, ops, job, handler, limiter)
+
+
+async def _run_job(
+    ops: BrokerOps, job: JobInfo, handler: HopHandler, limiter: anyio.Semaphore
+) -> None:
+    aborted = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_abort, ops, job.key, tg.cancel_scope, aborted)
+            try:
+                await handler(job.run_id, job.seq)
+            except Exception as exc:
+                log.warning("hop %s failed: %r", job.key, exc)
+                await ops.finish(job.key, JobStatus.FAILED, error=repr(exc))
+            else:
+                await ops.finish(job.key, JobStatus.COMPLETE)
+            tg.cancel_scope.cancel()
+        if aborted.is_set():
+            await ops.finish(job.key, JobStatus.ABORTED, error="aborted")
+    finally:
+        limiter.release()
+
+
+async def _watch_abort(
+    ops: BrokerOps, key: str, scope: anyio.CancelScope, aborted: anyio.Event
+) -> None:
+    """The worker's abort timer: cancel the hop once its job is marked aborting."""
+    while True:
+        await anyio.sleep(ABORT_POLL_S)
+        info = await ops.probe(key)
+        if info is not None and info.status is JobStatus.ABORTING:
+            aborted.set()
+            scope.cancel()
+            return

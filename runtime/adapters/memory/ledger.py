@@ -1,0 +1,267 @@
+"""MemoryLedger: the Ledger seam in process memory.
+
+Every method is one atomic transaction: it checks, then applies all of its
+writes with no await in between, so a concurrent caller sees either none or
+all of them. `snapshot()`/`restore()` copy the whole state (records are
+immutable, so copying the containers is enough).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import anyio.lowlevel
+
+from runtime.models import (
+    Admission,
+    Claim,
+    DeliveryState,
+    LedgerDump,
+    Run,
+    RunDelivery,
+    RunStatus,
+    Settlement,
+    Step,
+)
+
+CLAIMABLE = (DeliveryState.PENDING, DeliveryState.PUBLISHED)
+ORPHANABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+
+
+@dataclass(frozen=True)
+class MemorySnapshot:
+    runs: dict[UUID, Run]
+    deliveries: dict[tuple[UUID, int], RunDelivery]
+    steps: dict[UUID, list[Step]]
+
+
+@dataclass
+class MemoryLedger:
+    run_table: dict[UUID, Run] = field(default_factory=dict)
+    delivery_table: dict[tuple[UUID, int], RunDelivery] = field(default_factory=dict)
+    step_log: dict[UUID, list[Step]] = field(default_factory=dict)
+
+    # -- whole-state copies -------------------------------------------------
+
+    def snapshot(self) -> MemorySnapshot:
+        return MemorySnapshot(
+            dict(self.run_table), dict(self.delivery_table), {k: list(v) for k, v in self.step_log.items()}
+        )
+
+    def restore(self, snap: MemorySnapshot) -> None:
+        self.run_table = dict(snap.runs)
+        self.delivery_table = dict(snap.deliveries)
+        self.step_log = {k: list(v) for k, v in snap.steps.items()}
+
+    # -- admission ----------------------------------------------------------
+
+    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
+        await anyio.lowlevel.checkpoint()
+        existing = self.run_table.get(run.id)
+        if existing is not None:
+            return Admission(
+                run=existing, delivery=self.delivery_table[(run.id, existing.seq)], created=False
+            )
+        if delivery.run_id != run.id or delivery.seq != run.seq:
+            raise ValueError("delivery must be the Run's current generation")
+        self.run_table[run.id] = run
+        self.delivery_table[(run.id, delivery.seq)] = delivery
+        return Admission(run=run, delivery=delivery, created=True)
+
+    async def get_run(self, run_id: UUID) -> Run | None:
+        await anyio.lowlevel.checkpoint()
+        return self.run_table.get(run_id)
+
+    async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None:
+        await anyio.lowlevel.checkpoint()
+        return self.delivery_table.get((run_id, seq))
+
+    async def deliveries_of(self, run_id: UUID) -> list[RunDelivery]:
+        return sorted(
+            (d for (rid, _), d in self.delivery_table.items() if rid == run_id), key=lambda d: d.seq
+        )
+
+    async def deliveries(self, run_id: UUID) -> list[RunDelivery]:  # type: ignore[override]
+        await anyio.lowlevel.checkpoint()
+        return await self.delivery_table_of(run_id)
+
+    async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        await anyio.lowlevel.checkpoint()
+        d = self.delivery_table.get((run_id, seq))
+        if d is None or d.state is not DeliveryState.HELD:
+            return d
+        return self._put_delivery(d, state=DeliveryState.PENDING, held_by=None, updated_at=now)
+
+    async def fail_held(
+        self, run_id: UUID, seq: int, reason: str, now: datetime
+    ) -> RunDelivery | None:
+        await anyio.lowlevel.checkpoint()
+        d = self.delivery_table.get((run_id, seq))
+        if d is None or d.state is not DeliveryState.HELD:
+            return d
+        run = self.run_table[run_id]
+        if run.status is RunStatus.QUEUED and run.seq == seq:
+            self._put_run(run, status=RunStatus.FAILED, error=reason, updated_at=now)
+        return self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
+
+    async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        await anyio.lowlevel.checkpoint()
+        d = self.delivery_table.get((run_id, seq))
+        if d is None or d.state is not DeliveryState.PENDING:
+            return d
+        return self._put_delivery(d, state=DeliveryState.PUBLISHED, updated_at=now)
+
+    # -- claim and settlement -----------------------------------------------
+
+    async def claim_delivery(
+        self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
+    ) -> Claim:
+        await anyio.lowlevel.checkpoint()
+        run = self.run_table.get(run_id)
+        d = self.delivery_table.get((run_id, seq))
+        if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
+            return Claim(claimed=True, run=run, delivery=d)  # our own earlier claim
+        if (
+            run is None
+            or d is None
+            or run.status is not RunStatus.QUEUED
+            or run.seq != seq
+            or d.state not in CLAIMABLE
+        ):
+            return Claim(claimed=False, run=run, delivery=d)
+        run = self._put_run(
+            run, status=RunStatus.RUNNING, started_at=run.started_at or now, updated_at=now
+        )
+        d = self._put_delivery(
+            d, state=DeliveryState.CLAIMED, claimed_boot=boot_id, claim_token=token, updated_at=now
+        )
+        return Claim(claimed=True, run=run, delivery=d)
+
+    async def settle_run(
+        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+    ) -> Run | None:
+        await anyio.lowlevel.checkpoint()
+        run = self.run_table.get(run_id)
+        d = self.delivery_table.get((run_id, seq))
+        if run is None or d is None or run.seq != seq:
+            return None
+        if run.status is settlement.status and d.state is DeliveryState.SETTLED:
+            return run  # the same settlement, repeated after an ambiguous commit
+        if run.status is not RunStatus.RUNNING or d.state is not DeliveryState.CLAIMED:
+            return None
+        run = self._put_run(
+            run,
+            status=settlement.status,
+            result=settlement.result,
+            error=settlement.error,
+            updated_at=now,
+        )
+        self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
+        return run
+
+    # -- recovery -----------------------------------------------------------
+
+    async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        await anyio.lowlevel.checkpoint()
+        run = self.run_table.get(run_id)
+        d = self.delivery_table.get((run_id, seq))
+        if (
+            run is None
+            or d is None
+            or run.status is not RunStatus.QUEUED
+            or run.seq != seq
+            or d.state not in CLAIMABLE
+        ):
+            return None
+        self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
+        fresh = d.model_copy(
+            update={
+                "seq": seq + 1,
+                "state": DeliveryState.PENDING,
+                "claimed_boot": None,
+                "claim_token": None,
+                "held_by": None,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        self.delivery_table[(run_id, seq + 1)] = fresh
+        self._put_run(run, seq=seq + 1, updated_at=now)
+        return fresh
+
+    async def fail_orphan(
+        self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
+    ) -> Run | None:
+        await anyio.lowlevel.checkpoint()
+        run = self.run_table.get(run_id)
+        d = self.delivery_table.get((run_id, seq))
+        if run is None or d is None or run.seq != seq:
+            return None
+        if run.status is RunStatus.FAILED and run.error == reason:
+            return run
+        if run.status not in ORPHANABLE or d.claimed_boot == boot_id:
+            return None
+        run = self._put_run(run, status=RunStatus.FAILED, error=reason, updated_at=now)
+        self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
+        return run
+
+    # -- queries --------------------------------------------------------------
+
+    async def runs_in_session(self, session: str, limit: int) -> list[Run]:
+        await anyio.lowlevel.checkpoint()
+        found = [r for r in self.run_table.values() if r.session == session and not r.status.terminal]
+        return sorted(found, key=lambda r: (r.created_at, r.id))[:limit]
+
+    async def page_runs(
+        self,
+        statuses: Sequence[RunStatus],
+        after: tuple[datetime, UUID] | None,
+        limit: int,
+    ) -> list[Run]:
+        await anyio.lowlevel.checkpoint()
+        wanted = set(statuses)
+        found = [
+            r
+            for r in self.run_table.values()
+            if r.status in wanted and (after is None or (r.updated_at, r.id) > after)
+        ]
+        return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
+
+    async def append_step(
+        self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
+    ) -> Step:
+        await anyio.lowlevel.checkpoint()
+        log = self.step_log.setdefault(run_id, [])
+        step = Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data, created_at=now)
+        log.append(step)
+        return step
+
+    async def steps(self, run_id: UUID) -> list[Step]:
+        await anyio.lowlevel.checkpoint()
+        return list(self.step_log.get(run_id, []))
+
+    async def dump(self) -> LedgerDump:
+        return self.dump_now()
+
+    def dump_now(self) -> LedgerDump:
+        """Synchronous dump, for checkers that run between transactions."""
+        runs = sorted(self.run_table.values(), key=lambda r: (r.created_at, r.id))
+        deliveries = sorted(self.delivery_table.values(), key=lambda d: (str(d.run_id), d.seq))
+        steps = [s for rid in sorted(self.step_log, key=str) for s in self.step_log[rid]]
+        return LedgerDump(runs=runs, deliveries=deliveries, steps=steps)
+
+    # -- writes ---------------------------------------------------------------
+
+    def _put_run(self, run: Run, **changes: Any) -> Run:
+        new = run.model_copy(update=changes)
+        self.run_table[run.id] = new
+        return new
+
+    def _put_delivery(self, d: RunDelivery, **changes: Any) -> RunDelivery:
+        new = d.model_copy(update=changes)
+        self.delivery_table[(d.run_id, d.seq)] = new
+        return new

@@ -1,0 +1,223 @@
+"""RunEngine.submit: the sole admission path.
+
+Implements seed 000_81a5c720b14d934a.txt, "Admission and exact claim":
+one transaction records the QUEUED Run and its delivery at sequence 0
+(HELD while a caller-retention hook must still run, else PENDING); the hook
+runs and the held generation is released; the hop is published under its
+exact key with broker priority `100 - priority`; the acknowledgement marks
+the delivery PUBLISHED. PostgreSQL and the broker are not one transaction:
+a publish that fails leaves the Run QUEUED and its delivery recoverable by
+the delivery relay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+import anyio
+
+from runtime import faults
+from runtime.errors import (
+    BrokerUnavailable,
+    HeldWithoutOwner,
+    IdempotencyConflict,
+    InvalidIntent,
+    RetentionFailed,
+    SessionBusy,
+)
+from runtime.models import DeliveryState, Intent, ResumeMode, Run, RunDelivery, RunStatus
+from runtime.registry import QueueRouter, WorkflowRegistry, check_priority
+from runtime.retry import retrying
+from runtime.seams import Deps
+from runtime.sessions import AdmissionCoordinator
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RUN_NAMESPACE = uuid5(NAMESPACE_URL, "urn:vessel:run")
+HEARTBEAT_S = 120
+"""SAQ heartbeat of every Run job: an untouched active job is swept after this."""
+
+RetentionHook = Callable[[Run], Awaitable[None]]
+"""Caller-owned, idempotent: retain admission context for this Run."""
+
+
+def idempotent_run_id(intent: Intent) -> UUID | None:
+    """Server-owned deterministic Run id for a scoped idempotency key."""
+    if intent.idempotency_key is None:
+        return None
+    scope = f"{intent.source}\x00{intent.sigil}"
+    return uuid5(RUN_NAMESPACE, f"{scope}\x00{intent.idempotency_key}")
+
+
+@dataclass(frozen=True)
+class Submission:
+    run: Run
+    delivery: RunDelivery
+    created: bool
+
+
+@dataclass
+class RunEngine:
+    deps: Deps
+    registry: WorkflowRegistry
+    router: QueueRouter = field(default_factory=QueueRouter)
+    coordinator: AdmissionCoordinator = field(default_factory=AdmissionCoordinator)
+
+    async def submit(self, intent: Intent, retain: RetentionHook | None = None) -> Submission:
+        """Admit `intent` once; a replay with the same key returns the same Run."""
+        if intent.priority is not None:
+            check_priority("priority", intent.priority)
+        run_id = idempotent_run_id(intent)
+        lock_key = str(run_id) if run_id else None
+        async with self.coordinator.admitting(lock_key, intent.session):
+            if run_id is not None:
+                prior = await self._ledger(lambda: self.deps.ledger.get_run(run_id))
+                if prior is not None:
+                    return await self._replay(prior, intent, retain)
+            await self._fence_session(intent, run_id)
+            run, delivery = self._records(intent, run_id, held=retain is not None)
+            admission = await self._ledger(lambda: self.deps.ledger.admit_run(run, delivery))
+            if not admission.created:
+                return await self._replay(admission.run, intent, retain)
+            await self.deps.faults.point(faults.ADMIT_COMMITTED, run_id=run.id)
+            delivery = admission.delivery
+            if delivery.state is DeliveryState.HELD:
+                assert retain is not None
+                delivery = await self._retain_and_release(admission.run, delivery, retain)
+            delivery = await self.publish(delivery)
+            return Submission(admission.run, delivery, created=True)
+
+    def _records(self, intent: Intent, run_id: UUID | None, held: bool) -> tuple[Run, RunDelivery]:
+        pattern = self.registry.latest(intent.pattern)
+        route = self.router.route(intent, pattern)
+        now = self.deps.clock.now()
+        rid = run_id or self.deps.entropy.new_id()
+        run = Run(
+            id=rid,
+            pattern=pattern.name,
+            pattern_version=pattern.version,
+            queue=route.queue,
+            priority=route.priority,
+            status=RunStatus.QUEUED,
+            seq=0,
+            session=intent.session,
+            idempotency_scope=f"{intent.source}:{intent.sigil}" if run_id else None,
+            idempotency_key=intent.idempotency_key,
+            fingerprint=intent.fingerprint(),
+            intent=intent,
+            created_at=now,
+            updated_at=now,
+        )
+        delivery = RunDelivery(
+            run_id=rid,
+            seq=0,
+            state=DeliveryState.HELD if held else DeliveryState.PENDING,
+            mode=ResumeMode.FRESH,
+            queue=route.queue,
+            priority=route.priority,
+            held_by=intent.sigil if held else None,
+            created_at=now,
+            updated_at=now,
+        )
+        return run, delivery
+
+    async def _fence_session(self, intent: Intent, run_id: UUID | None) -> None:
+        if intent.session is None:
+            return
+        session = intent.session
+        active = await self._ledger(
+            lambda: self.deps.ledger.runs_in_session(
+                session, AdmissionCoordinator.SESSION_LOOKUP_LIMIT
+            )
+        )
+        for other in active:
+            if other.id != run_id:
+                raise SessionBusy(session, other.id)
+
+    async def _replay(self, prior: Run, intent: Intent, retain: RetentionHook | None) -> Submission:
+        """Return the prior admission, first resolving any custody it left behind."""
+        if prior.fingerprint != intent.fingerprint():
+            raise IdempotencyConflict(intent.idempotency_key or "", prior.id)
+        delivery = await self._ledger(lambda: self.deps.ledger.get_delivery(prior.id, prior.seq))
+        if delivery is None:
+            raise InvalidIntent("idempotency_key", f"Run {prior.id} has no delivery {prior.seq}")
+        if delivery.state is DeliveryState.HELD:
+            if retain is None:
+                raise HeldWithoutOwner(prior.id, delivery.seq)
+            delivery = await self._retain_and_release(prior, delivery, retain)
+        if delivery.state is DeliveryState.PENDING:
+            delivery = await self.publish(delivery)
+        run = await self._ledger(lambda: self.deps.ledger.get_run(prior.id)) or prior
+        return Submission(run, delivery, created=False)
+
+    async def _retain_and_release(
+        self, run: Run, delivery: RunDelivery, retain: RetentionHook
+    ) -> RunDelivery:
+        """Run the caller's hook, then HELD -> PENDING for exactly this generation."""
+        ledger, now = self.deps.ledger, self.deps.clock.now
+        try:
+            await retain(run)
+        except BaseException as exc:
+            # Also on caller cancellation: settle only this unpublished generation.
+            with anyio.CancelScope(shield=True):
+                await self._ledger(
+                    lambda: ledger.fail_held(run.id, delivery.seq, f"retention failed: {exc!r}",
+                                             now())
+                )
+            if isinstance(exc, Exception):
+                raise RetentionFailed(f"Run {run.id}: retention hook failed: {exc}") from exc
+            raise
+        try:
+            released = await self._ledger(lambda: ledger.release_held(run.id, delivery.seq, now()))
+        except Exception:
+            released = None
+        if released is None or released.state is DeliveryState.HELD:
+            return await self._resolve_release(run, delivery)
+        await self.deps.faults.point(faults.RELEASE_COMMITTED, run_id=run.id)
+        return released
+
+    async def _resolve_release(self, run: Run, delivery: RunDelivery) -> RunDelivery:
+        """A release error is resolved from durable delivery state."""
+        ledger, now = self.deps.ledger, self.deps.clock.now
+        with anyio.CancelScope(shield=True):
+            current = await self._ledger(lambda: ledger.get_delivery(run.id, delivery.seq))
+            if current is not None and current.state is not DeliveryState.HELD:
+                return current  # already advanced: the admission stands
+            await self._ledger(
+                lambda: ledger.fail_held(run.id, delivery.seq, "release failed", now())
+            )
+        raise RetentionFailed(f"Run {run.id}: held delivery {delivery.seq} could not be released")
+
+    async def publish(self, delivery: RunDelivery) -> RunDelivery:
+        """Publish one exact PENDING hop; a broker error leaves it for the relay."""
+        try:
+            await self.deps.broker.publish(
+                delivery.queue,
+                delivery.key,
+                run_id=delivery.run_id,
+                seq=delivery.seq,
+                priority=delivery.broker_priority,
+                heartbeat=HEARTBEAT_S,
+            )
+        except BrokerUnavailable as exc:
+            log.warning("publish of %s failed, left for the relay: %s", delivery.key, exc)
+            return delivery
+        await self.deps.faults.point(faults.PUBLISH_SENT_BEFORE_ACK, run_id=delivery.run_id)
+        ledger, now = self.deps.ledger, self.deps.clock.now
+        try:
+            marked = await self._ledger(
+                lambda: ledger.mark_published(delivery.run_id, delivery.seq, now())
+            )
+        except Exception as exc:
+            log.warning("acknowledgement of %s not recorded, left for the relay: %s",
+                        delivery.key, exc)
+            return delivery
+        return marked or delivery
+
+    async def _ledger(self, op: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(self.deps.entropy, op)

@@ -1,0 +1,82 @@
+"""Typed errors of the run engine. Each names what was wrong and why."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+
+class RuntimeEngineError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class InvalidIntent(RuntimeEngineError):
+    """An Intent field failed validation; nothing was written."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class UnknownPattern(InvalidIntent):
+    def __init__(self, name: str, version: int | None = None) -> None:
+        what = name if version is None else f"{name}@{version}"
+        super().__init__("pattern", f"no registered Pattern {what!r}")
+
+
+class IdempotencyConflict(RuntimeEngineError):
+    """A scoped idempotency key was reused for different work: fails closed."""
+
+    def __init__(self, key: str, run_id: UUID) -> None:
+        super().__init__(
+            f"idempotency_key: {key!r} already admitted Run {run_id} with different content"
+        )
+        self.field = "idempotency_key"
+        self.key = key
+        self.run_id = run_id
+
+
+class SessionBusy(RuntimeEngineError):
+    """A Bridge session already has a nonterminal Run."""
+
+    def __init__(self, session: str, run_id: UUID) -> None:
+        super().__init__(f"session: {session!r} already has nonterminal Run {run_id}")
+        self.field = "session"
+        self.session = session
+        self.run_id = run_id
+
+
+class HeldWithoutOwner(RuntimeEngineError):
+    """A replay found an unresolved HELD admission and no retention hook to resolve it."""
+
+    def __init__(self, run_id: UUID, seq: int) -> None:
+        super().__init__(f"Run {run_id} delivery {seq} is HELD and no retention owner was given")
+        self.run_id = run_id
+        self.seq = seq
+
+
+class RetentionFailed(RuntimeEngineError):
+    """The caller-retention hook failed; the exact held generation was settled FAILED."""
+
+
+class NotFound(RuntimeEngineError):
+    def __init__(self, what: str, ident: object) -> None:
+        super().__init__(f"{what} {ident} not found")
+        self.what = what
+        self.ident = ident
+
+
+class LedgerUnavailable(RuntimeEngineError):
+    """A transient ledger error: the transaction may or may not have committed."""
+
+
+class BrokerUnavailable(RuntimeEngineError):
+    """The broker refused or failed an operation."""
+
+
+class ProcessCrashed(BaseException):
+    """Raised inside a dead process incarnation (simulator only).
+
+    A BaseException so ordinary `except Exception` recovery code cannot
+    swallow it and keep writing after death.
+    """

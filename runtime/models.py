@@ -1,0 +1,204 @@
+"""The canonical records of the run engine.
+
+A `Run` is the workflow record; a `RunDelivery` is one exact broker hop of a
+Run, identified by its enqueue sequence (seed 000_81a5c720b14d934a.txt,
+"Admission and exact claim"). Every model is immutable: a ledger transaction
+returns new values, never a mutable view into its storage.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runtime.keys import hop_key
+
+
+class Frozen(BaseModel):
+    """Base for records: immutable and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    AWAITING_HARDWARE = "AWAITING_HARDWARE"
+    AWAITING_CONSENT = "AWAITING_CONSENT"
+    AWAITING_DELEGATE = "AWAITING_DELEGATE"
+    AWAITING_SERVICE = "AWAITING_SERVICE"
+    CANCELLING = "CANCELLING"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class DeliveryState(enum.StrEnum):
+    HELD = "HELD"
+    PENDING = "PENDING"
+    PUBLISHED = "PUBLISHED"
+    CLAIMED = "CLAIMED"
+    SETTLED = "SETTLED"
+    FAILED = "FAILED"
+
+    @property
+    def closed(self) -> bool:
+        return self in (DeliveryState.SETTLED, DeliveryState.FAILED)
+
+
+class ResumeMode(enum.StrEnum):
+    FRESH = "fresh"
+    RESUME = "resume"
+
+
+class Intent(Frozen):
+    """What a surface asks to run.
+
+    `priority` is the requested doctrine priority (0-100, higher first); when
+    absent the QueueRouter's rule decides. `idempotency_key` is scoped by the
+    caller's source and sigil.
+    """
+
+    pattern: str = Field(min_length=1)
+    prompt: str = ""
+    source: str = "api"
+    sigil: str = "anonymous"
+    scopes: tuple[str, ...] = ()
+    content: dict[str, Any] = Field(default_factory=dict)
+    session: str | None = None
+    priority: int | None = Field(default=None, ge=0, le=100)
+    idempotency_key: str | None = None
+
+    @field_validator("idempotency_key")
+    @classmethod
+    def _key_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("idempotency key must not be empty")
+        return value
+
+    def fingerprint(self) -> str:
+        """Digest of everything an idempotent replay must match exactly."""
+        material = {
+            "session": self.session,
+            "prompt": self.prompt,
+            "source": self.source,
+            "sigil": self.sigil,
+            "scopes": list(self.scopes),
+            "content": self.content,
+            "priority": self.priority,
+            "pattern": self.pattern,
+        }
+        blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class Run(Frozen):
+    id: UUID
+    pattern: str
+    pattern_version: int
+    queue: str
+    priority: int = Field(ge=0, le=100)
+    status: RunStatus
+    seq: int = Field(ge=0, description="sequence of the Run's current delivery")
+    session: str | None = None
+    idempotency_scope: str | None = None
+    idempotency_key: str | None = None
+    fingerprint: str
+    intent: Intent
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    consent_id: UUID | None = None
+    agent_job_id: UUID | None = None
+
+
+class RunDelivery(Frozen):
+    run_id: UUID
+    seq: int = Field(ge=0)
+    state: DeliveryState
+    mode: ResumeMode = ResumeMode.FRESH
+    queue: str
+    priority: int = Field(ge=0, le=100, description="doctrine priority, 0-100")
+    held_by: str | None = Field(
+        default=None, description="the caller-retention owner while HELD, if any"
+    )
+    claimed_boot: str | None = None
+    claim_token: str | None = Field(
+        default=None, description="identity of the hop invocation that claimed it"
+    )
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def key(self) -> str:
+        return hop_key(self.run_id, self.seq)
+
+    @property
+    def broker_priority(self) -> int:
+        """SAQ dequeues lower values first: the enqueue edge inverts doctrine priority."""
+        return 100 - self.priority
+
+
+class Admission(Frozen):
+    """Result of `Ledger.admit_run`: the canonical Run and its delivery at that moment."""
+
+    run: Run
+    delivery: RunDelivery
+    created: bool
+
+
+class Claim(Frozen):
+    """Result of `Ledger.claim_delivery`. `claimed` false means stale or duplicate."""
+
+    claimed: bool
+    run: Run | None
+    delivery: RunDelivery | None
+
+
+class Settlement(Frozen):
+    """What a hop asks to commit as terminal truth."""
+
+    status: RunStatus
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    @field_validator("status")
+    @classmethod
+    def _terminal(cls, value: RunStatus) -> RunStatus:
+        if not value.terminal:
+            raise ValueError(f"settlement status must be terminal, got {value}")
+        return value
+
+
+class Step(Frozen):
+    """One persisted lifecycle event of a Run, in writer order."""
+
+    run_id: UUID
+    index: int = Field(ge=0)
+    seq: int = Field(ge=0, description="the delivery sequence of the hop that wrote it")
+    kind: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+
+
+class LedgerDump(Frozen):
+    """Every record of a ledger, in a canonical order: what checkers and receipts read."""
+
+    runs: list[Run]
+    deliveries: list[RunDelivery]
+    steps: list[Step]

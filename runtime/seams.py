@@ -1,0 +1,243 @@
+"""The seams through which the runtime sees its world (DESIGN section 2).
+
+Everything nondeterministic reaches the runtime through one of these
+protocols, gathered in `Deps`. Production implementations live in
+`runtime.adapters` (system clock, PostgreSQL ledger, SAQ broker); the
+simulator supplies its own. Runtime core code never reads the wall clock,
+generates random ids, or touches storage except through a seam.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from runtime.models import (
+    Admission,
+    Claim,
+    LedgerDump,
+    Run,
+    RunDelivery,
+    RunStatus,
+    Settlement,
+    Step,
+)
+
+
+class Clock(Protocol):
+    """Time as the runtime may know it."""
+
+    def now(self) -> datetime:
+        """Aware UTC wall time."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards."""
+        ...
+
+
+class Entropy(Protocol):
+    """Ids and jitter."""
+
+    def new_id(self) -> UUID: ...
+
+    def random(self) -> float:
+        """Uniform in [0, 1)."""
+        ...
+
+
+class FaultPoints(Protocol):
+    """Named crash windows (runtime.faults). Production: a no-op."""
+
+    async def point(self, name: str, **context: Any) -> None: ...
+
+
+class Ledger(Protocol):
+    """Durable records. Each method is exactly one transaction: all or nothing.
+
+    Conditional methods never raise for a lost race: they return what the
+    ledger holds so the caller can classify it.
+    """
+
+    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
+        """Create Run plus its delivery once; on id conflict return the existing pair."""
+        ...
+
+    async def get_run(self, run_id: UUID) -> Run | None: ...
+
+    async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None: ...
+
+    async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
+        """Every delivery of a Run, by sequence."""
+        ...
+
+    async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        """HELD -> PENDING for that exact generation; otherwise return it unchanged."""
+        ...
+
+    async def fail_held(
+        self, run_id: UUID, seq: int, reason: str, now: datetime
+    ) -> RunDelivery | None:
+        """Settle only a still-HELD generation: delivery FAILED, Run FAILED.
+
+        Returns the delivery as the ledger holds it afterwards.
+        """
+        ...
+
+    async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        """PENDING -> PUBLISHED on broker acknowledgement; a later state is kept."""
+        ...
+
+    async def claim_delivery(
+        self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
+    ) -> Claim:
+        """QUEUED Run at exactly `seq` -> RUNNING, its delivery -> CLAIMED.
+
+        `started_at` is set on the first successful claim only. Repeating the
+        call with the same `token` after an ambiguous commit reports the claim
+        again; any other caller gets `claimed=False`.
+        """
+        ...
+
+    async def settle_run(
+        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+    ) -> Run | None:
+        """Terminal truth, fenced by the claimed sequence; None when fenced out.
+
+        Repeating an identical settlement of the same sequence returns the Run.
+        """
+        ...
+
+    async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        """Close a QUEUED Run's dead delivery `seq` and create `seq + 1` PENDING.
+
+        Keeps the fresh/resume mode. None when `seq` is no longer current.
+        """
+        ...
+
+    async def fail_orphan(
+        self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
+    ) -> Run | None:
+        """FAILED for a Run still RUNNING at `seq` under a claim of another boot."""
+        ...
+
+    async def runs_in_session(self, session: str, limit: int) -> list[Run]:
+        """Nonterminal Runs of a Bridge session (bounded)."""
+        ...
+
+    async def page_runs(
+        self,
+        statuses: Sequence[RunStatus],
+        after: tuple[datetime, UUID] | None,
+        limit: int,
+    ) -> list[Run]:
+        """Runs in `statuses` ordered by (updated_at, id), strictly after the cursor."""
+        ...
+
+    async def append_step(
+        self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
+    ) -> Step: ...
+
+    async def steps(self, run_id: UUID) -> list[Step]: ...
+
+    async def dump(self) -> LedgerDump:
+        """Everything, ordered by (created_at, id) and sequence: for checkers, not hot paths."""
+        ...
+
+
+class JobStatus(enum.StrEnum):
+    """SAQ's job statuses, as the broker reports them."""
+
+    NEW = "new"
+    DEFERRED = "deferred"
+    QUEUED = "queued"
+    ACTIVE = "active"
+    ABORTING = "aborting"
+    ABORTED = "aborted"
+    FAILED = "failed"
+    COMPLETE = "complete"
+
+    @property
+    def live(self) -> bool:
+        """Queued or running: the broker still owns the hop."""
+        return self in (JobStatus.NEW, JobStatus.DEFERRED, JobStatus.QUEUED, JobStatus.ACTIVE,
+                        JobStatus.ABORTING)
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.ABORTED, JobStatus.FAILED, JobStatus.COMPLETE)
+
+
+class JobInfo(BaseModel):
+    """What a probe by key observes of one broker job."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    queue: str
+    status: JobStatus
+    priority: int
+    run_id: UUID
+    seq: int
+    started_at: float | None = None
+    touched_at: float | None = None
+    error: str | None = None
+
+
+HopHandler = Callable[[UUID, int], Awaitable[object]]
+"""A lane's handler: perform the hop `(run_id, seq)`."""
+
+
+class Broker(Protocol):
+    """The delivery broker: SAQ's observable semantics."""
+
+    async def publish(
+        self, queue: str, key: str, *, run_id: UUID, seq: int, priority: int, heartbeat: int
+    ) -> bool:
+        """Enqueue a hop under `key` with broker `priority` (lower first).
+
+        True when a job was created; False when the key is already queued,
+        active or aborting (deduplicated). Raises BrokerUnavailable on failure.
+        """
+        ...
+
+    async def probe(self, key: str) -> JobInfo | None: ...
+
+    async def abort(self, key: str, reason: str) -> JobInfo | None:
+        """Request abort; returns the job as observed right after the request."""
+        ...
+
+    async def touch(self, key: str) -> None:
+        """Refresh the heartbeat of a running job."""
+        ...
+
+    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
+        """Consume `queue` until cancelled, at most `concurrency` hops at once."""
+        ...
+
+
+class EffectSink(Protocol):
+    """An external system that honours idempotency identities."""
+
+    async def apply(self, identity: str, run_id: UUID, seq: int, payload: dict[str, Any]) -> bool:
+        """Apply once per identity; True when this call applied it."""
+        ...
+
+
+@dataclass(frozen=True)
+class Deps:
+    """The world of one process incarnation, passed to every component."""
+
+    clock: Clock
+    entropy: Entropy
+    ledger: Ledger
+    broker: Broker
+    faults: FaultPoints
+    effects: EffectSink
+    boot_id: str

@@ -1,0 +1,144 @@
+"""perform_run: one hop of a Run, from exact claim to fenced settlement.
+
+Seed 000_81a5c720b14d934a.txt, "Admission and exact claim": the hop waits at
+the global pre-claim gate, claims only a QUEUED Run at exactly its delivery
+sequence (a stale or duplicate delivery is skipped), verifies the pinned
+Pattern, runs its nodes, and settles terminal truth fenced by the claimed
+sequence under a shielded scope. A live hop touches its broker job every
+30 s so an abandoned job is swept after its 120 s heartbeat.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
+
+import anyio
+
+from runtime import faults
+from runtime.hop import HopContext
+from runtime.keys import hop_key
+from runtime.models import Run, RunStatus, Settlement
+from runtime.registry import QUEUES, Node, WorkflowRegistry
+from runtime.retry import retrying
+from runtime.seams import Deps
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TOUCH_EVERY_S = 30
+PINNED_PATTERN_UNAVAILABLE = "pinned Pattern unavailable"
+
+
+class HopOutcome(enum.StrEnum):
+    SKIPPED = "skipped"
+    SETTLED = "settled"
+    FENCED = "fenced"
+
+
+class ClaimGate:
+    """The global pre-claim gate. Closed, a dequeued hop waits before claiming."""
+
+    def __init__(self) -> None:
+        self._open = anyio.Event()
+        self._open.set()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def close(self) -> None:
+        if self._open.is_set():
+            self._open = anyio.Event()
+
+    def open(self) -> None:
+        self._open.set()
+
+    async def wait_open(self) -> None:
+        while not self._open.is_set():
+            await self._open.wait()
+
+
+@dataclass
+class Worker:
+    """Executes hops for one process incarnation."""
+
+    deps: Deps
+    registry: WorkflowRegistry
+    gate: ClaimGate = field(default_factory=ClaimGate)
+
+    async def perform_run(self, run_id: UUID, seq: int) -> HopOutcome:
+        await self.gate.wait_open()
+        ledger, clock = self.deps.ledger, self.deps.clock
+        token = str(self.deps.entropy.new_id())
+        claim = await self._ledger(
+            lambda: ledger.claim_delivery(run_id, seq, self.deps.boot_id, token, clock.now())
+        )
+        if not claim.claimed or claim.run is None:
+            return HopOutcome.SKIPPED
+        await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
+        settlement = await self._execute(claim.run, seq)
+        with anyio.CancelScope(shield=True):
+            settled = await self._ledger(
+                lambda: ledger.settle_run(run_id, seq, settlement, clock.now())
+            )
+        if settled is None:
+            return HopOutcome.FENCED
+        await self.deps.faults.point(faults.SETTLE_TERMINAL_COMMITTED, run_id=run_id, seq=seq)
+        return HopOutcome.SETTLED
+
+    async def _execute(self, run: Run, seq: int) -> Settlement:
+        pattern = self.registry.pinned(run.pattern, run.pattern_version)
+        if pattern is None:
+            return Settlement(status=RunStatus.FAILED, error=PINNED_PATTERN_UNAVAILABLE)
+        ctx = HopContext(self.deps, run, seq)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._touch, hop_key(run.id, seq))
+            try:
+                state = await self._run_nodes(ctx, pattern.nodes, dict(run.intent.content))
+                settlement = Settlement(status=RunStatus.DONE, result=state)
+            except Exception as exc:
+                settlement = Settlement(
+                    status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+                )
+            tg.cancel_scope.cancel()
+        return settlement
+
+    @staticmethod
+    async def _run_nodes(
+        ctx: HopContext, nodes: tuple[Node, ...], state: dict[str, Any]
+    ) -> dict[str, Any]:
+        for node in nodes:
+            state = await node.run(ctx, state)
+        return state
+
+    async def _touch(self, key: str) -> None:
+        while True:
+            await anyio.sleep(TOUCH_EVERY_S)
+            try:
+                await self.deps.broker.touch(key)
+            except Exception as exc:  # a missed touch is retried next period
+                log.warning("touch of %s failed: %s", key, exc)
+
+    async def _ledger(self, op: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(self.deps.entropy, op)
+
+
+@dataclass
+class Lanes:
+    """The two in-process delivery lanes, `runs` and `rites`, each bounded."""
+
+    worker: Worker
+    concurrency: dict[str, int] = field(default_factory=lambda: {"runs": 4, "rites": 2})
+
+    async def serve(self) -> None:
+        broker = self.worker.deps.broker
+        async with anyio.create_task_group() as tg:
+            for queue in QUEUES:
+                tg.start_soon(
+                    broker.serve, queue, self.worker.perform_run, self.concurrency.get(queue, 1)
+                )
