@@ -164,11 +164,9 @@ class RunEngine:
             await retain(run)
         except BaseException as exc:
             # Also on caller cancellation: settle only this unpublished generation.
+            reason = f"retention failed: {exc!r}"
             with anyio.CancelScope(shield=True):
-                await self._ledger(
-                    lambda: ledger.fail_held(run.id, delivery.seq, f"retention failed: {exc!r}",
-                                             now())
-                )
+                await self._ledger(lambda: ledger.fail_held(run.id, delivery.seq, reason, now()))
             if isinstance(exc, Exception):
                 raise RetentionFailed(f"Run {run.id}: retention hook failed: {exc}") from exc
             raise

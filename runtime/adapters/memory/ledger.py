@@ -49,7 +49,9 @@ class MemoryLedger:
 
     def snapshot(self) -> MemorySnapshot:
         return MemorySnapshot(
-            dict(self.run_table), dict(self.delivery_table), {k: list(v) for k, v in self.step_log.items()}
+            dict(self.run_table),
+            dict(self.delivery_table),
+            {k: list(v) for k, v in self.step_log.items()},
         )
 
     def restore(self, snap: MemorySnapshot) -> None:
@@ -80,14 +82,11 @@ class MemoryLedger:
         await anyio.lowlevel.checkpoint()
         return self.delivery_table.get((run_id, seq))
 
-    async def deliveries_of(self, run_id: UUID) -> list[RunDelivery]:
+    async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
+        await anyio.lowlevel.checkpoint()
         return sorted(
             (d for (rid, _), d in self.delivery_table.items() if rid == run_id), key=lambda d: d.seq
         )
-
-    async def deliveries(self, run_id: UUID) -> list[RunDelivery]:  # type: ignore[override]
-        await anyio.lowlevel.checkpoint()
-        return await self.delivery_table_of(run_id)
 
     async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         await anyio.lowlevel.checkpoint()
@@ -213,7 +212,9 @@ class MemoryLedger:
 
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:
         await anyio.lowlevel.checkpoint()
-        found = [r for r in self.run_table.values() if r.session == session and not r.status.terminal]
+        found = [
+            r for r in self.run_table.values() if r.session == session and not r.status.terminal
+        ]
         return sorted(found, key=lambda r: (r.created_at, r.id))[:limit]
 
     async def page_runs(
