@@ -148,7 +148,11 @@ class MemoryLedger:
         d = self.delivery_table.get((run_id, seq))
         if run is None or d is None or run.seq != seq:
             return None
-        if run.status is settlement.status and d.state is DeliveryState.SETTLED:
+        if d.state is DeliveryState.SETTLED and (run.status, run.result, run.error) == (
+            settlement.status,
+            settlement.result,
+            settlement.error,
+        ):
             return run  # the same settlement, repeated after an ambiguous commit
         if run.status is not RunStatus.RUNNING or d.state is not DeliveryState.CLAIMED:
             return None
