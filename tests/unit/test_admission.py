@@ -6,9 +6,9 @@ import anyio
 import pytest
 
 from runtime import faults
+from runtime.adapters.memory import MemoryLedger
 from runtime.engine import HEARTBEAT_S
 from runtime.errors import RetentionFailed
-from runtime.adapters.memory import MemoryLedger
 from runtime.keys import hop_key
 from runtime.models import DeliveryState, Intent, Run, RunStatus
 from runtime.seams import JobStatus
