@@ -19,6 +19,7 @@ from typing import TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import anyio
+from pydantic import ValidationError
 
 from runtime import faults
 from runtime.errors import (
@@ -54,6 +55,23 @@ def idempotent_run_id(intent: Intent) -> UUID | None:
     return uuid5(RUN_NAMESPACE, f"{scope}\x00{intent.idempotency_key}")
 
 
+def validated_intent(intent: Intent) -> Intent:
+    """Re-check an Intent at the admission edge; nothing is written for a bad one.
+
+    An Intent built with `model_copy(update=...)` or `model_construct` skips
+    pydantic validation, so submit cannot trust that a value it receives was
+    ever validated. The first failing field is reported as InvalidIntent.
+    """
+    if intent.priority is not None:
+        check_priority("priority", intent.priority)
+    try:
+        return Intent.model_validate(intent.model_dump())
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = ".".join(str(part) for part in error["loc"]) or "intent"
+        raise InvalidIntent(name, error["msg"]) from exc
+
+
 @dataclass(frozen=True)
 class Submission:
     run: Run
@@ -70,8 +88,7 @@ class RunEngine:
 
     async def submit(self, intent: Intent, retain: RetentionHook | None = None) -> Submission:
         """Admit `intent` once; a replay with the same key returns the same Run."""
-        if intent.priority is not None:
-            check_priority("priority", intent.priority)
+        intent = validated_intent(intent)
         run_id = idempotent_run_id(intent)
         lock_key = str(run_id) if run_id else None
         async with self.coordinator.admitting(lock_key, intent.session):
