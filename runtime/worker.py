@@ -81,32 +81,41 @@ class Worker:
         if not claim.claimed or claim.run is None:
             return HopOutcome.SKIPPED
         await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
-        settlement = await self._execute(claim.run, seq)
-        with anyio.CancelScope(shield=True):
-            settled = await self._ledger(
-                lambda: ledger.settle_run(run_id, seq, settlement, clock.now())
-            )
+        outcome: list[Settlement] = []
+        try:
+            await self._execute(claim.run, seq, outcome)
+        finally:
+            # Once the nodes have produced an outcome it is settled even if the
+            # hop is cancelled now (for instance while the touch task group
+            # unwinds): the cancellation still propagates afterwards.
+            settled = None
+            if outcome:
+                with anyio.CancelScope(shield=True):
+                    settled = await self._ledger(
+                        lambda: ledger.settle_run(run_id, seq, outcome[0], clock.now())
+                    )
         if settled is None:
             return HopOutcome.FENCED
         await self.deps.faults.point(faults.SETTLE_TERMINAL_COMMITTED, run_id=run_id, seq=seq)
         return HopOutcome.SETTLED
 
-    async def _execute(self, run: Run, seq: int) -> Settlement:
+    async def _execute(self, run: Run, seq: int, outcome: list[Settlement]) -> None:
+        """Run the pinned Pattern's nodes; append the terminal outcome as soon as known."""
         pattern = self.registry.pinned(run.pattern, run.pattern_version)
         if pattern is None:
-            return Settlement(status=RunStatus.FAILED, error=PINNED_PATTERN_UNAVAILABLE)
+            outcome.append(Settlement(status=RunStatus.FAILED, error=PINNED_PATTERN_UNAVAILABLE))
+            return
         ctx = HopContext(self.deps, run, seq)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._touch, hop_key(run.id, seq))
             try:
                 state = await self._run_nodes(ctx, pattern.nodes, dict(run.intent.content))
-                settlement = Settlement(status=RunStatus.DONE, result=state)
+                outcome.append(Settlement(status=RunStatus.DONE, result=state))
             except Exception as exc:
-                settlement = Settlement(
-                    status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+                outcome.append(
+                    Settlement(status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
                 )
             tg.cancel_scope.cancel()
-        return settlement
 
     @staticmethod
     async def _run_nodes(
