@@ -1,0 +1,46 @@
+"""Scenario registry: named workloads of external actors."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim.world import World
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    drive: Callable[[World], Awaitable[None]]
+    """The workload phase, while faults are on."""
+    heal: Callable[[World], Awaitable[None]]
+    """After faults are off: finish what the actors still owe (retries, verdicts)."""
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def register(scenario: Scenario) -> Scenario:
+    SCENARIOS[scenario.name] = scenario
+    return scenario
+
+
+def resolve(spec: str) -> list[Scenario]:
+    """`name`, `a,b,c` or `all` -> scenarios; KeyError names the unknown one."""
+    _load_builtin()
+    if spec == "all":
+        return [SCENARIOS[n] for n in sorted(SCENARIOS)]
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise KeyError("no scenario named")
+    for n in names:
+        if n not in SCENARIOS:
+            raise KeyError(f"unknown scenario {n!r}; known: {', '.join(sorted(SCENARIOS))}")
+    return [SCENARIOS[n] for n in names]
+
+
+def _load_builtin() -> None:
+    from sim.scenarios import basic  # noqa: F401

@@ -25,8 +25,8 @@ from typing import Protocol
 from uuid import UUID
 
 import anyio
-import anyio.lowlevel
 
+from runtime.adapters.memory.gate import enter
 from runtime.seams import Clock, HopHandler, JobInfo, JobStatus
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class MemoryBroker:
         heartbeat: int,
         delay: float = 0.0,
     ) -> bool:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         if key in self.jobs:
             return False  # live keys deduplicate; finished keys are never reused
         self._order += 1
@@ -95,12 +95,12 @@ class MemoryBroker:
         return True
 
     async def probe(self, key: str) -> JobInfo | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         job = self.jobs.get(key)
         return job.info if job else None
 
     async def abort(self, key: str, reason: str) -> JobInfo | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         job = self.jobs.get(key)
         if job is None:
             return None
@@ -111,7 +111,7 @@ class MemoryBroker:
         return job.info
 
     async def touch(self, key: str) -> None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         job = self.jobs.get(key)
         if job is not None and job.info.status is JobStatus.ACTIVE:
             self._set(job, touched_at=self._now())
@@ -122,7 +122,7 @@ class MemoryBroker:
     # -- primitives ------------------------------------------------------------
 
     async def dequeue(self, queue: str) -> JobInfo | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         now = self._now()
         ready = [
             j for j in self.jobs.values()
@@ -135,13 +135,13 @@ class MemoryBroker:
         return job.info
 
     async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         job = self.jobs.get(key)
         if job is not None and not job.info.status.finished:
             self._set(job, status=status, error=error)
 
     async def sweep(self, queue: str) -> list[str]:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         now = self._now()
         swept = []
         for key in sorted(self.jobs):

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-import anyio.lowlevel
 from pydantic import BaseModel, ConfigDict
+
+from runtime.adapters.memory.gate import enter
 
 
 class EffectCall(BaseModel):
@@ -27,7 +28,7 @@ class MemoryEffectSink:
     _applied: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     async def apply(self, identity: str, run_id: UUID, seq: int, payload: dict[str, Any]) -> bool:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         applied = identity not in self._applied
         if applied:
             self._applied[identity] = dict(payload)

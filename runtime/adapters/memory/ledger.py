@@ -14,8 +14,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import anyio.lowlevel
-
+from runtime.adapters.memory.gate import enter
 from runtime.models import (
     Admission,
     Claim,
@@ -62,7 +61,7 @@ class MemoryLedger:
     # -- admission ----------------------------------------------------------
 
     async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         existing = self.run_table.get(run.id)
         if existing is not None:
             return Admission(
@@ -75,21 +74,21 @@ class MemoryLedger:
         return Admission(run=run, delivery=delivery, created=True)
 
     async def get_run(self, run_id: UUID) -> Run | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         return self.run_table.get(run_id)
 
     async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         return self.delivery_table.get((run_id, seq))
 
     async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         return sorted(
             (d for (rid, _), d in self.delivery_table.items() if rid == run_id), key=lambda d: d.seq
         )
 
     async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         d = self.delivery_table.get((run_id, seq))
         if d is None or d.state is not DeliveryState.HELD:
             return d
@@ -98,7 +97,7 @@ class MemoryLedger:
     async def fail_held(
         self, run_id: UUID, seq: int, reason: str, now: datetime
     ) -> RunDelivery | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         d = self.delivery_table.get((run_id, seq))
         if d is None or d.state is not DeliveryState.HELD:
             return d
@@ -108,7 +107,7 @@ class MemoryLedger:
         return self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
 
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         d = self.delivery_table.get((run_id, seq))
         if d is None or d.state is not DeliveryState.PENDING:
             return d
@@ -119,7 +118,7 @@ class MemoryLedger:
     async def claim_delivery(
         self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
     ) -> Claim:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
         if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
@@ -143,7 +142,7 @@ class MemoryLedger:
     async def settle_run(
         self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
     ) -> Run | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
         if run is None or d is None or run.seq != seq:
@@ -169,7 +168,7 @@ class MemoryLedger:
     # -- recovery -----------------------------------------------------------
 
     async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
         if (
@@ -199,7 +198,7 @@ class MemoryLedger:
     async def fail_orphan(
         self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
     ) -> Run | None:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
         if run is None or d is None or run.seq != seq:
@@ -215,7 +214,7 @@ class MemoryLedger:
     # -- queries --------------------------------------------------------------
 
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         found = [
             r for r in self.run_table.values() if r.session == session and not r.status.terminal
         ]
@@ -227,7 +226,7 @@ class MemoryLedger:
         after: tuple[datetime, UUID] | None,
         limit: int,
     ) -> list[Run]:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         wanted = set(statuses)
         found = [
             r
@@ -239,14 +238,14 @@ class MemoryLedger:
     async def append_step(
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
     ) -> Step:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         log = self.step_log.setdefault(run_id, [])
         step = Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data, created_at=now)
         log.append(step)
         return step
 
     async def steps(self, run_id: UUID) -> list[Step]:
-        await anyio.lowlevel.checkpoint()
+        await enter()
         return list(self.step_log.get(run_id, []))
 
     async def dump(self) -> LedgerDump:

@@ -1,0 +1,1 @@
+"""Recovery after process death: startup reconciliation and maintenance relays."""

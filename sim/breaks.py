@@ -1,0 +1,60 @@
+"""Test-only fence breaks: prove the checker can fail.
+
+`SIM_BREAK=<name>` in the environment (or `broken(name)` in-process)
+patches the simulated world's memory ledger so that one fence of the run
+engine stops holding. Campaigns, replays, shrinks and the gate must then
+report a violation. Never used outside tests.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from uuid import UUID
+
+from runtime.adapters.memory.gate import enter
+from runtime.adapters.memory.ledger import MemoryLedger
+from runtime.models import Claim, DeliveryState, RunStatus
+
+ENV = "SIM_BREAK"
+
+
+async def _unfenced_claim(
+    self: MemoryLedger, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
+) -> Claim:
+    """The claim CAS without its fence: any nonterminal Run, any sequence."""
+    await enter()
+    run = self.run_table.get(run_id)
+    d = self.delivery_table.get((run_id, seq))
+    if run is None or d is None or run.status.terminal:
+        return Claim(claimed=False, run=run, delivery=d)
+    run = self._put_run(run, status=RunStatus.RUNNING, started_at=run.started_at or now,
+                        updated_at=now)
+    d = self._put_delivery(d, state=DeliveryState.CLAIMED, claimed_boot=boot_id,
+                           claim_token=token, updated_at=now)
+    return Claim(claimed=True, run=run, delivery=d)
+
+
+BREAKS = {"claim_fence": ("claim_delivery", _unfenced_claim)}
+
+
+@contextmanager
+def broken(name: str | None) -> Iterator[None]:
+    if not name:
+        yield
+        return
+    if name not in BREAKS:
+        raise KeyError(f"unknown break {name!r}; known: {', '.join(BREAKS)}")
+    attr, replacement = BREAKS[name]
+    original = getattr(MemoryLedger, attr)
+    setattr(MemoryLedger, attr, replacement)
+    try:
+        yield
+    finally:
+        setattr(MemoryLedger, attr, original)
+
+
+def from_env() -> str | None:
+    return os.environ.get(ENV) or None

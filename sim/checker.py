@@ -1,0 +1,287 @@
+"""The state checker: invariants over the ledger, the broker and the trace.
+
+It never reads runtime internals. Transition invariants run after every
+committed ledger write, comparing the records with those seen after the
+previous write; final invariants run once the world is quiescent. Each
+invariant is named in `INVARIANTS` with the rule it states and its source
+(DESIGN section 6 and the seeds). The first violation stops the simulation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from runtime.keys import parse_hop_key
+from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
+
+if TYPE_CHECKING:
+    from sim.world import World
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str
+    rule: str
+    source: str
+
+
+INVARIANTS: dict[str, Invariant] = {
+    i.name: i
+    for i in (
+        Invariant("terminal_is_final", "a terminal Run never changes again",
+                  "seed 003 'Truth closes first'"),
+        Invariant("single_claim", "at most one CLAIMED delivery per Run",
+                  "seed 000 'Admission and exact claim'"),
+        Invariant("claim_is_exact", "a claim moves only a QUEUED Run at exactly the claimed "
+                  "sequence, from a PENDING or PUBLISHED delivery, once",
+                  "seed 000 'Admission and exact claim'"),
+        Invariant("sequences_gap_free", "delivery sequences of a Run are 0..n without gaps and "
+                  "the Run points at the newest", "DESIGN section 6"),
+        Invariant("settlement_fenced", "terminal settlement lands only on the claimed current "
+                  "sequence", "seed 000 'Admission and exact claim'"),
+        Invariant("started_at_stable", "started_at never changes after the first claim",
+                  "seed 000 'Admission and exact claim'"),
+        Invariant("session_fence", "at most one nonterminal Run per Bridge session",
+                  "seed 000 'Admission and exact claim'"),
+        Invariant("broker_priority", "every broker job has priority 100 - doctrine priority",
+                  "seed 000 'Admission and exact claim'"),
+        Invariant("hop_key_identity", "a hop key names exactly its Run and sequence and is "
+                  "published at most once", "seed 000 'Admission and exact claim'"),
+        Invariant("idempotent_admission", "one key admits one Run; a replay with the same content "
+                  "returns it, a replay with other content is refused", "seed 000 'Admission'"),
+        Invariant("effect_under_claim", "an external effect is performed only by the hop holding "
+                  "the Run's current claim", "DESIGN section 6"),
+        Invariant("effect_at_most_once", "each effect identity is applied at most once",
+                  "DESIGN section 6"),
+        Invariant("liveness", "after heal every admitted Run is terminal: nothing QUEUED, RUNNING "
+                  "or CANCELLING remains", "DESIGN section 6"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    message: str
+    records: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"invariant": self.invariant, "message": self.message, "records": self.records}
+
+
+class _Stop(Exception):
+    """Unwinds a check after its first violation; never leaves the checker."""
+
+
+def _brief(record: Run | RunDelivery | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    if isinstance(record, Run):
+        return {"run": str(record.id), "status": record.status.value, "seq": record.seq,
+                "started_at": record.started_at.isoformat() if record.started_at else None}
+    return {"run": str(record.run_id), "seq": record.seq, "state": record.state.value,
+            "boot": record.claimed_boot}
+
+
+class Checker:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.runs: dict[UUID, Run] = {}
+        self.deliveries: dict[tuple[UUID, int], RunDelivery] = {}
+        self.violations: list[Violation] = []
+        self.transactions = 0
+
+    def fail(self, invariant: str, message: str, **records: Any) -> None:
+        assert invariant in INVARIANTS, invariant
+        violation = Violation(invariant, message, records)
+        if not self.violations:
+            self.world.trace.emit("checker", "violation", invariant=invariant, message=message)
+            self.world.request_stop()
+        self.violations.append(violation)
+        raise _Stop
+
+    # -- after every committed write ------------------------------------------
+
+    def after_transaction(self, name: str) -> None:
+        if self.violations:
+            return
+        try:
+            self._after_transaction()
+        except _Stop:
+            pass
+
+    def _after_transaction(self) -> None:
+        self.transactions += 1
+        ledger = self.world.ledger
+        for key, d in ledger.delivery_table.items():
+            prev = self.deliveries.get(key)
+            if prev is not d:
+                self._delivery_changed(prev, d)
+        for rid, run in ledger.run_table.items():
+            prev_run = self.runs.get(rid)
+            if prev_run is not run:
+                self._run_changed(prev_run, run)
+        self._check_structure()
+        self.runs = dict(ledger.run_table)
+        self.deliveries = dict(ledger.delivery_table)
+
+    def _run_changed(self, prev: Run | None, run: Run) -> None:
+        if prev is None:
+            return
+        if prev.status.terminal and prev != run:
+            self.fail("terminal_is_final", f"terminal Run {run.id} changed",
+                      before=_brief(prev), after=_brief(run))
+        if prev.started_at is not None and run.started_at != prev.started_at:
+            self.fail("started_at_stable", f"Run {run.id} started_at moved",
+                      before=_brief(prev), after=_brief(run))
+        if run.status.terminal and not prev.status.terminal:
+            self._check_settlement(prev, run)
+
+    def _check_settlement(self, prev: Run, run: Run) -> None:
+        d = self.world.ledger.delivery_table.get((run.id, run.seq))
+        if run.seq != prev.seq or d is None:
+            self.fail("settlement_fenced", f"Run {run.id} settled off its current sequence",
+                      before=_brief(prev), after=_brief(run), delivery=_brief(d))
+            return
+        if d.state is DeliveryState.SETTLED:
+            before = self.deliveries.get((run.id, run.seq))
+            claimed = before is not None and before.state is DeliveryState.CLAIMED
+            if prev.status is not RunStatus.RUNNING or not claimed:
+                self.fail("settlement_fenced", f"Run {run.id} settled without its claim",
+                          before=_brief(prev), after=_brief(run), delivery=_brief(before))
+
+    def _delivery_changed(self, prev: RunDelivery | None, d: RunDelivery) -> None:
+        if d.state is not DeliveryState.CLAIMED:
+            return
+        if prev is not None and prev.state is DeliveryState.CLAIMED:
+            if prev.claim_token != d.claim_token:
+                self.fail("claim_is_exact", f"delivery {d.key} claimed twice",
+                          before=_brief(prev), after=_brief(d))
+            return
+        run_before = self.runs.get(d.run_id)
+        ok = (
+            prev is not None
+            and prev.state in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
+            and run_before is not None
+            and run_before.status is RunStatus.QUEUED
+            and run_before.seq == d.seq
+        )
+        if not ok:
+            self.fail("claim_is_exact", f"delivery {d.key} claimed outside its exact window",
+                      delivery_before=_brief(prev), run_before=_brief(run_before))
+
+    def _check_structure(self) -> None:
+        ledger = self.world.ledger
+        claimed: Counter[UUID] = Counter()
+        seqs: dict[UUID, list[int]] = {}
+        for (rid, seq), d in ledger.delivery_table.items():
+            seqs.setdefault(rid, []).append(seq)
+            if d.state is DeliveryState.CLAIMED:
+                claimed[rid] += 1
+        for rid, n in claimed.items():
+            if n > 1:
+                self.fail("single_claim", f"Run {rid} has {n} CLAIMED deliveries", run=str(rid))
+        sessions: dict[str, UUID] = {}
+        for rid, run in ledger.run_table.items():
+            have = sorted(seqs.get(rid, []))
+            if have != list(range(run.seq + 1)):
+                self.fail("sequences_gap_free", f"Run {rid} has sequences {have}",
+                          run=_brief(run))
+            if run.session is not None and not run.status.terminal:
+                other = sessions.setdefault(run.session, rid)
+                if other != rid:
+                    self.fail("session_fence", f"session {run.session} has two nonterminal Runs",
+                              runs=[str(other), str(rid)])
+
+    # -- effects ----------------------------------------------------------------
+
+    def on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
+        try:
+            self._on_effect(identity, run_id, seq)
+        except _Stop:
+            pass
+
+    def _on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
+        run = self.world.ledger.run_table.get(run_id)
+        d = self.world.ledger.delivery_table.get((run_id, seq))
+        holds = (
+            run is not None and run.status is RunStatus.RUNNING and run.seq == seq
+            and d is not None and d.state is DeliveryState.CLAIMED
+        )
+        if not holds:
+            self.fail("effect_under_claim", f"effect {identity} by hop {seq} without the claim",
+                      run=_brief(run), delivery=_brief(d))
+
+    # -- once the world is quiescent ----------------------------------------------
+
+    def final(self, check_liveness: bool) -> None:
+        if self.violations:
+            return
+        try:
+            self._after_transaction()
+            self._check_broker()
+            self._check_effects()
+            self._check_admissions()
+            if check_liveness:
+                self._check_liveness()
+        except _Stop:
+            pass
+
+    def _check_broker(self) -> None:
+        runs = self.world.ledger.run_table
+        published: Counter[str] = Counter()
+        for rec in self.world.trace.records():
+            if rec["event"] == "job.published":
+                published[rec["data"]["key"]] += 1
+        for key, n in sorted(published.items()):
+            if n > 1:
+                self.fail("hop_key_identity", f"hop key {key} published {n} times", key=key)
+        for key, job in sorted(self.world.broker.jobs.items()):
+            run_id, seq = parse_hop_key(key)
+            if job.info.run_id != run_id or job.info.seq != seq:
+                self.fail("hop_key_identity", f"job {key} carries other work",
+                          job_run=str(job.info.run_id), job_seq=job.info.seq)
+            run = runs.get(run_id)
+            if run is not None and job.info.priority != 100 - run.priority:
+                self.fail("broker_priority", f"job {key} priority {job.info.priority} for "
+                          f"doctrine priority {run.priority}", key=key)
+
+    def _check_effects(self) -> None:
+        applied = Counter(c.identity for c in self.world.effects.calls if c.applied)
+        for identity, n in sorted(applied.items()):
+            if n > 1:
+                self.fail("effect_at_most_once", f"effect {identity} applied {n} times")
+
+    def _check_admissions(self) -> None:
+        by_key: dict[str, set[str]] = {}
+        for rec in self.world.trace.records():
+            if rec["event"] != "submit.result":
+                continue
+            data = rec["data"]
+            run = self.world.ledger.run_table.get(UUID(data["run_id"])) if data.get("run_id") \
+                else None
+            key = data.get("key")
+            if data["outcome"] == "admitted" and run is not None:
+                if run.fingerprint != data["fingerprint"]:
+                    self.fail("idempotent_admission", f"key {key} returned Run {run.id} for other "
+                              "content", key=key)
+                if key is not None:
+                    by_key.setdefault(key, set()).add(str(run.id))
+            if data["outcome"] == "IdempotencyConflict" and run is not None \
+                    and run.fingerprint == data["fingerprint"]:
+                self.fail("idempotent_admission", f"key {key} refused its own content", key=key)
+        for key, ids in sorted(by_key.items()):
+            if len(ids) > 1:
+                self.fail("idempotent_admission", f"key {key} admitted {len(ids)} Runs", key=key)
+
+    def _check_liveness(self) -> None:
+        for run in sorted(self.world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):
+            if not run.status.terminal:
+                d = self.world.ledger.delivery_table.get((run.id, run.seq))
+                job = self.world.broker.jobs.get(d.key) if d else None
+                self.fail("liveness", f"Run {run.id} is still {run.status.value} after heal",
+                          run=_brief(run), delivery=_brief(d),
+                          job=job.info.status.value if job else None)

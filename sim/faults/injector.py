@@ -1,0 +1,132 @@
+"""The Injector decides, at each hit of a fault point, whether a fault fires.
+
+With a plan it fires exactly the planned (point, nth) and time triggers;
+with options it rolls the fault stream and records every fired fault as a
+plan entry, so any profile run can be replayed and shrunk as a plan.
+Coverage counts hits and fires per point and fires per kind.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sim.faults.options import FaultOptions
+from sim.faults.plan import AtPoint, AtTime, FaultKind, FaultPlan, PlannedFault
+
+
+@dataclass
+class Coverage:
+    hits: Counter[str] = field(default_factory=Counter)
+    fires: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {
+            "hits": dict(sorted(self.hits.items())),
+            "fires": dict(sorted(self.fires.items())),
+            "kinds": dict(sorted(self.kinds.items())),
+        }
+
+
+@dataclass
+class Injector:
+    options: FaultOptions
+    rng: random.Random
+    plan: FaultPlan | None = None
+    healed: bool = False
+    crashes: int = 0
+    fired: list[PlannedFault] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage)
+
+    def __post_init__(self) -> None:
+        self._planned: dict[tuple[str, int], list[PlannedFault]] = {}
+        for pf in self.plan.faults if self.plan else ():
+            if isinstance(pf.trigger, AtPoint):
+                self._planned.setdefault((pf.trigger.point, pf.trigger.nth), []).append(pf)
+
+    def probability(self, kind: FaultKind, point: str) -> float:
+        o = self.options
+        return {
+            FaultKind.CRASH: o.crash_per_point_hit,
+            FaultKind.PUBLISH_FAIL: o.publish_fail_per_publish,
+            FaultKind.ACK_LOST: o.ack_lost_per_publish,
+            FaultKind.DUPLICATE_DELIVERY: o.duplicate_per_delivery,
+            FaultKind.DELAYED_DELIVERY: o.delay_per_publish,
+            FaultKind.LEDGER_TRANSIENT: o.transient_per_transaction,
+            FaultKind.LEDGER_AMBIGUOUS: o.ambiguous_per_write,
+            FaultKind.LEDGER_LATENCY: o.latency_per_transaction,
+        }[kind]
+
+    def _amount(self, kind: FaultKind) -> float:
+        if kind is FaultKind.LEDGER_LATENCY:
+            return round(self.rng.uniform(0.0, self.options.max_latency_s), 3)
+        if kind is FaultKind.DELAYED_DELIVERY:
+            return round(self.rng.uniform(0.0, self.options.max_delivery_delay_s), 3)
+        return 0.0
+
+    def hit(self, point: str, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:
+        """Count a hit of `point`; return the fault that fires there, if any."""
+        self.coverage.hits[point] += 1
+        if self.healed:
+            return None
+        nth = self.coverage.hits[point]
+        if self.plan is not None:
+            chosen = next(
+                (pf for pf in self._planned.get((point, nth), []) if pf.fault in kinds), None
+            )
+        else:
+            chosen = self._roll(point, nth, kinds)
+        if chosen is not None:
+            self._record(chosen, point)
+        return chosen
+
+    def _roll(self, point: str, nth: int, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:
+        for kind in kinds:
+            p = self.probability(kind, point)
+            if p > 0 and self.rng.random() < p:
+                if kind is FaultKind.CRASH and self.crashes >= self.options.max_crashes:
+                    continue
+                return PlannedFault(
+                    trigger=AtPoint(point=point, nth=nth), fault=kind, amount=self._amount(kind)
+                )
+        return None
+
+    def _record(self, pf: PlannedFault, point: str) -> None:
+        self.fired.append(pf)
+        self.coverage.fires[point] += 1
+        self.coverage.kinds[pf.fault.value] += 1
+        if pf.fault is FaultKind.CRASH:
+            self.crashes += 1
+
+    # -- time-triggered crashes --------------------------------------------
+
+    def planned_times(self) -> list[float]:
+        if self.plan is None:
+            return []
+        return sorted(
+            pf.trigger.at
+            for pf in self.plan.faults
+            if isinstance(pf.trigger, AtTime) and pf.fault is FaultKind.CRASH
+        )
+
+    def roll_boot_crash(self, now: float) -> float | None:
+        """Profile mode: maybe schedule a crash of the boot starting at `now`."""
+        if self.plan is not None or self.healed:
+            return None
+        p = self.options.crash_per_boot
+        if p > 0 and self.rng.random() < p:
+            return round(now + self.rng.uniform(0.0, self.options.random_crash_window_s), 3)
+        return None
+
+    def time_crash_fires(self, at: float) -> bool:
+        if self.healed or (self.plan is None and self.crashes >= self.options.max_crashes):
+            return False
+        point = "time.crash"
+        self.coverage.hits[point] += 1
+        self._record(PlannedFault(trigger=AtTime(at=at), fault=FaultKind.CRASH), point)
+        return True
+
+    def recorded_plan(self) -> FaultPlan:
+        return FaultPlan(faults=list(self.fired))

@@ -1,0 +1,109 @@
+"""Every fault probability in one options model, and the named profiles.
+
+Units: a probability named `*_per_<thing>` is the chance that one such
+event is faulted. Times are virtual seconds. `swarm` draws, per seed, a
+random subset of fault kinds and their probabilities (swarm testing, as
+TigerBeetle's VOPR does), so that rare combinations get explored.
+"""
+
+from __future__ import annotations
+
+import random
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sim.faults.plan import FaultKind
+
+Probability = Field(default=0.0, ge=0.0, le=1.0)
+
+
+class FaultOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    crash_per_point_hit: float = Field(
+        default=0.0, ge=0, le=1, description="chance a catalogued fault point crashes the boot"
+    )
+    crash_per_boot: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a boot crashes at a random time within random_crash_window_s",
+    )
+    random_crash_window_s: float = Field(default=120.0, gt=0)
+    publish_fail_per_publish: float = Probability
+    ack_lost_per_publish: float = Field(
+        default=0.0, ge=0, le=1, description="publish applied, then the caller sees an error"
+    )
+    duplicate_per_delivery: float = Field(
+        default=0.0, ge=0, le=1, description="chance a dequeued hop is delivered twice"
+    )
+    delay_per_publish: float = Probability
+    max_delivery_delay_s: float = Field(default=30.0, ge=0)
+    transient_per_transaction: float = Field(
+        default=0.0, ge=0, le=1, description="error before commit, nothing applied"
+    )
+    ambiguous_per_write: float = Field(
+        default=0.0, ge=0, le=1, description="write applied, then the caller sees an error"
+    )
+    latency_per_transaction: float = Probability
+    max_latency_s: float = Field(default=2.0, ge=0)
+    max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
+    restart_delay_s: tuple[float, float] = (1.0, 15.0)
+
+    def enabled(self) -> list[FaultKind]:
+        pairs = [
+            (FaultKind.CRASH, self.crash_per_point_hit + self.crash_per_boot),
+            (FaultKind.PUBLISH_FAIL, self.publish_fail_per_publish),
+            (FaultKind.ACK_LOST, self.ack_lost_per_publish),
+            (FaultKind.DUPLICATE_DELIVERY, self.duplicate_per_delivery),
+            (FaultKind.DELAYED_DELIVERY, self.delay_per_publish),
+            (FaultKind.LEDGER_TRANSIENT, self.transient_per_transaction),
+            (FaultKind.LEDGER_AMBIGUOUS, self.ambiguous_per_write),
+            (FaultKind.LEDGER_LATENCY, self.latency_per_transaction),
+        ]
+        return [kind for kind, p in pairs if p > 0]
+
+
+CALM = FaultOptions()
+
+DEFAULT = FaultOptions(
+    crash_per_point_hit=0.02,
+    crash_per_boot=0.3,
+    publish_fail_per_publish=0.05,
+    ack_lost_per_publish=0.05,
+    duplicate_per_delivery=0.05,
+    delay_per_publish=0.05,
+    transient_per_transaction=0.01,
+    ambiguous_per_write=0.01,
+    latency_per_transaction=0.02,
+)
+
+PROFILES = ("calm", "default", "swarm")
+
+
+def swarm(rng: random.Random) -> FaultOptions:
+    """A random subset of fault kinds with random probabilities, drawn per seed."""
+
+    def maybe(high: float) -> float:
+        return rng.uniform(0.0, high) if rng.random() < 0.5 else 0.0
+
+    return FaultOptions(
+        crash_per_point_hit=maybe(0.08),
+        crash_per_boot=maybe(0.6),
+        publish_fail_per_publish=maybe(0.2),
+        ack_lost_per_publish=maybe(0.2),
+        duplicate_per_delivery=maybe(0.2),
+        delay_per_publish=maybe(0.2),
+        transient_per_transaction=maybe(0.05),
+        ambiguous_per_write=maybe(0.05),
+        latency_per_transaction=maybe(0.1),
+        max_crashes=rng.randint(1, 10),
+    )
+
+
+def options_for(profile: str, rng: random.Random) -> FaultOptions:
+    if profile == "calm":
+        return CALM
+    if profile == "default":
+        return DEFAULT
+    if profile == "swarm":
+        return swarm(rng)
+    raise ValueError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")

@@ -1,0 +1,68 @@
+"""Fault plans: a list of (trigger, fault) pairs, JSON round-trippable.
+
+A trigger is a fault point and its nth hit, or a virtual time. Points are
+the runtime's catalogued crash windows (runtime.faults) and the seam
+operations the injectors wrap (`ledger.<method>`, `broker.publish`,
+`broker.deliver`). A plan recorded from a profile run replays the same
+faults exactly; `harness shrink` edits plans.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FaultKind(enum.StrEnum):
+    CRASH = "crash"
+    PUBLISH_FAIL = "publish_fail"
+    ACK_LOST = "ack_lost"
+    DUPLICATE_DELIVERY = "duplicate_delivery"
+    DELAYED_DELIVERY = "delayed_delivery"
+    LEDGER_TRANSIENT = "ledger_transient"
+    LEDGER_AMBIGUOUS = "ledger_ambiguous"
+    LEDGER_LATENCY = "ledger_latency"
+
+
+class AtPoint(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["point"] = "point"
+    point: str
+    nth: int = Field(ge=1)
+
+
+class AtTime(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["time"] = "time"
+    at: float = Field(ge=0)
+
+
+Trigger = Annotated[AtPoint | AtTime, Field(discriminator="kind")]
+
+
+class PlannedFault(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    trigger: Trigger
+    fault: FaultKind
+    amount: float = Field(default=0.0, ge=0, description="seconds, for latency and delay")
+
+    def describe(self) -> str:
+        t = self.trigger
+        where = f"{t.point}#{t.nth}" if isinstance(t, AtPoint) else f"t={t.at:g}s"
+        extra = f" {self.amount:g}s" if self.amount else ""
+        return f"{self.fault.value}{extra} @ {where}"
+
+
+class FaultPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    faults: list[PlannedFault] = Field(default_factory=list)
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> FaultPlan:
+        return cls.model_validate_json(path.read_text())

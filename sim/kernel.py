@@ -1,0 +1,176 @@
+"""run_simulation: one seeded, deterministic simulation and its verdict.
+
+Runs on trio with `MockClock(autojump_threshold=0)` (virtual time jumps to
+the next deadline whenever every task is blocked) and trio's deterministic
+scheduling seeded from the seed, under freezegun kept equal to virtual time.
+Phases: the scenario drives its actors with faults on; then heal (faults
+off, actors settle what they owe); then run to quiescence or the liveness
+deadline; then the final checks. A watchdog deadline turns a deadlock into
+a verdict instead of a hang.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import trio
+import trio.testing
+from freezegun import freeze_time
+
+from sim import breaks
+from sim.checker import Violation
+from sim.clock import EPOCH, FrozenTimeInstrument
+from sim.faults.injector import Injector
+from sim.faults.options import options_for
+from sim.faults.plan import FaultPlan
+from sim.rng import Streams
+from sim.scenarios import Scenario, resolve
+from sim.world import BootFailed, World
+
+LIVENESS_DEADLINE_S = 3 * 3600.0
+WATCHDOG_S = 12 * 3600.0
+QUIESCENCE_POLL_S = 10.0
+
+
+@dataclass
+class SimResult:
+    seed: int
+    scenario: str
+    profile: str
+    verdict: str  # "ok" | "violation" | "deadlock" | "error"
+    violation: Violation | None
+    trace_hash: str
+    trace_lines: list[str]
+    coverage: dict[str, dict[str, int]]
+    fired: FaultPlan
+    runs: int
+    boots: int
+    virtual_s: float
+    wall_s: float
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+    @property
+    def invariant(self) -> str | None:
+        if self.violation is not None:
+            return self.violation.invariant
+        return None if self.ok else self.verdict
+
+
+def _deterministic_scheduler(seed: int) -> None:
+    """Seed trio's scheduler shuffle (private API; trio is pinned for this)."""
+    run_mod = trio._core._run
+    run_mod._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    run_mod._r.seed(seed)
+
+
+async def _quiescent(world: World, deadline: float) -> bool:
+    while anyio.current_time() < deadline:
+        await anyio.sleep(QUIESCENCE_POLL_S)
+        if world.live_boot is None:
+            continue
+        if all(r.status.terminal for r in world.ledger.run_table.values()):
+            return True
+    return False
+
+
+async def _main(world: World, scenario: Scenario, outcome: dict[str, Any]) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(world.run_boots)
+        tg.start_soon(world.planned_time_crashes)
+
+        async def stop_on_violation() -> None:
+            await world.stop.wait()
+            world.shutting_down = True
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(stop_on_violation)
+        await scenario.drive(world)
+        world.injector.healed = True
+        world.trace.emit("world", "heal")
+        await scenario.heal(world)
+        outcome["quiescent"] = await _quiescent(world, anyio.current_time() + LIVENESS_DEADLINE_S)
+        world.checker.final(check_liveness=True)
+        world.shutting_down = True
+        tg.cancel_scope.cancel()
+
+
+def run_simulation(
+    seed: int,
+    scenario: str | Scenario,
+    profile: str = "default",
+    plan: FaultPlan | None = None,
+    *,
+    break_name: str | None = None,
+) -> SimResult:
+    """Simulate `scenario` under `seed` with a fault profile, or exactly `plan`."""
+    spec = resolve(scenario)[0] if isinstance(scenario, str) else scenario
+    streams = Streams.from_seed(seed)
+    options = options_for(profile, streams.faults)
+    injector = Injector(options=options, rng=streams.faults, plan=plan)
+    _deterministic_scheduler(streams.scheduler.getrandbits(64))
+    outcome: dict[str, Any] = {}
+    verdict, error = "ok", None
+    started = time.perf_counter()
+    holder: dict[str, World] = {}
+    with breaks.broken(break_name or breaks.from_env()), freeze_time(EPOCH) as frozen:
+
+        async def entry() -> None:
+            world = holder["world"] = World(seed=seed, streams=streams, injector=injector)
+            with anyio.fail_after(WATCHDOG_S):
+                await _main(world, spec, outcome)
+
+        try:
+            anyio.run(
+                entry,
+                backend="trio",
+                backend_options={
+                    "clock": trio.testing.MockClock(autojump_threshold=0),
+                    "instruments": [FrozenTimeInstrument(frozen)],
+                },
+            )
+        except TimeoutError:
+            verdict, error = "deadlock", f"watchdog: no quiescence within {WATCHDOG_S:g}s"
+        except BaseExceptionGroup as group:
+            verdict, error = _classify(group)
+        except BootFailed as exc:
+            verdict, error = "error", str(exc)
+    wall = time.perf_counter() - started
+    world = holder["world"]
+    if world.checker.violations:
+        verdict = "violation"
+    virtual = world.trace_end()
+    return SimResult(
+        seed=seed,
+        scenario=spec.name,
+        profile="plan" if plan is not None else profile,
+        verdict=verdict,
+        violation=world.checker.violations[0] if world.checker.violations else None,
+        trace_hash=world.trace.digest(),
+        trace_lines=world.trace.lines,
+        coverage=injector.coverage.as_dict(),
+        fired=injector.recorded_plan(),
+        runs=len(world.ledger.run_table),
+        boots=len(world.boots),
+        virtual_s=virtual,
+        wall_s=wall,
+        error=error,
+        stats={"quiescent": outcome.get("quiescent"), "transactions": world.checker.transactions},
+    )
+
+
+def _classify(group: BaseExceptionGroup[Any]) -> tuple[str, str]:
+    timeouts, rest = group.split(TimeoutError)
+    if timeouts is not None and rest is None:
+        return "deadlock", f"watchdog: no quiescence within {WATCHDOG_S:g}s"
+    first = rest.exceptions[0] if rest is not None else group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return "error", f"{type(first).__name__}: {first}"

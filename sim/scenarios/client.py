@@ -1,0 +1,71 @@
+"""The simulated client: an external actor that submits Intents over the
+process boundary and keeps what it still owes across crashes."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import anyio
+
+from runtime.engine import RetentionHook
+from runtime.errors import LedgerUnavailable, RuntimeEngineError
+from runtime.models import Intent, Run
+from sim.world import Unavailable, World
+
+
+@dataclass
+class Submit:
+    intent: Intent
+    held: bool = False
+
+
+@dataclass
+class Client:
+    world: World
+    rng: random.Random
+    owed: list[Submit] = field(default_factory=list)
+    retention_fails: float = 0.1
+
+    def _hook(self, healed: bool) -> RetentionHook:
+        rng = self.rng
+        delay = round(rng.uniform(0.0, 2.0), 3)
+        fail = not healed and rng.random() < self.retention_fails
+
+        async def retain(run: Run) -> None:
+            await anyio.sleep(delay)
+            if fail:
+                raise RuntimeError("caller could not retain its admission context")
+
+        return retain
+
+    async def submit(self, sub: Submit) -> str:
+        """One attempt; returns the outcome name and records it in the trace."""
+        retain = self._hook(self.world.injector.healed) if sub.held else None
+        intent = sub.intent
+        run_id = None
+        try:
+            result = await self.world.request(lambda boot: boot.engine.submit(intent, retain))
+            outcome, run_id = "admitted", str(result.run.id)
+        except (Unavailable, LedgerUnavailable) as exc:
+            outcome = type(exc).__name__
+            if intent.idempotency_key is not None:
+                self.owed.append(sub)
+        except RuntimeEngineError as exc:
+            outcome = type(exc).__name__
+        self.world.trace.emit(
+            "client", "submit.result", key=intent.idempotency_key, outcome=outcome,
+            run_id=run_id, fingerprint=intent.fingerprint(), held=sub.held,
+        )
+        return outcome
+
+    async def settle_debts(self, attempts: int = 50) -> None:
+        """Retry every keyed submission whose outcome was lost, until it has one."""
+        for _ in range(attempts):
+            if not self.owed:
+                return
+            owed, self.owed = self.owed, []
+            for sub in owed:
+                await self.submit(sub)
+            if self.owed:
+                await anyio.sleep(10)

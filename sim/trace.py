@@ -1,0 +1,60 @@
+"""The simulation trace: canonical JSON lines and their SHA-256 hash.
+
+A line is `{"t": virtual seconds, "boot": n, "actor": ..., "event": ..., "data": {...}}`
+with sorted keys and no whitespace, so the same seed yields byte-identical
+lines in any process on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import anyio
+
+
+def _default(value: object) -> object:
+    if isinstance(value, UUID):
+        return str(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()  # type: ignore[no-any-return]
+    if hasattr(value, "value"):
+        return value.value  # enums
+    return str(value)
+
+
+@dataclass
+class Trace:
+    lines: list[str] = field(default_factory=list)
+    boot: int = 0
+    last_t: float = 0.0
+
+    def emit(self, actor: str, event: str, **data: Any) -> None:
+        self.last_t = round(anyio.current_time(), 6)
+        record = {
+            "t": self.last_t,
+            "boot": self.boot,
+            "actor": actor,
+            "event": event,
+            "data": data,
+        }
+        self.lines.append(json.dumps(record, sort_keys=True, separators=(",", ":"),
+                                     default=_default))
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        for line in self.lines:
+            yield json.loads(line)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for line in self.lines:
+            h.update(line.encode())
+            h.update(b"\n")
+        return h.hexdigest()
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)

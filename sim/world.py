@@ -1,0 +1,236 @@
+"""The simulated world: durable state, external actors, and a sequence of boots.
+
+The MemoryLedger, MemoryBroker and effect sink are the world's disk: they
+survive crashes. A `Boot` is one Vessel incarnation: its engine, worker
+lanes and relay run in one task group. A crash marks the boot dead, cancels
+its tasks, and from then on every seam call from it raises ProcessCrashed
+with no effect; its process memory (coordinators, gates, caches) is dropped
+with the Boot object. The next boot starts after a virtual delay with a new
+boot id and runs startup reconciliation (DESIGN section 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
+from runtime.engine import RunEngine
+from runtime.errors import ProcessCrashed
+from runtime.patterns import default_registry
+from runtime.recovery.reconcile import reconcile_runs
+from runtime.recovery.relay import DeliveryRelay
+from runtime.registry import WorkflowRegistry
+from runtime.seams import Deps
+from runtime.worker import Lanes, Worker
+from sim.clock import VirtualClock
+from sim.faults.injector import Injector
+from sim.faults.proxies import SimBroker, SimEffects, SimFaultPoints, SimLedger
+from sim.rng import SeededEntropy, Streams
+from sim.trace import Trace
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
+
+T = TypeVar("T")
+
+
+class Unavailable(Exception):
+    """An external actor's request found no live process or lost it mid-call."""
+
+
+class BootFailed(Exception):
+    """A live boot raised an unexpected exception: a bug, reported as a verdict."""
+
+
+@dataclass
+class _Box:
+    value: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class Boot:
+    def __init__(self, world: World, number: int) -> None:
+        self.world = world
+        self.number = number
+        self.id = f"boot-{number}"
+        self.alive = True
+        self.ready = False
+        self.scope = anyio.CancelScope()
+        self.tg: anyio.abc.TaskGroup | None = None
+        self.deps = Deps(
+            clock=world.clock,
+            entropy=world.entropy,
+            ledger=SimLedger(self, world.ledger),
+            broker=SimBroker(self, world.broker),
+            faults=SimFaultPoints(self),
+            effects=SimEffects(self, world.effects),
+            boot_id=self.id,
+        )
+        self.engine = RunEngine(self.deps, world.registry)
+        self.worker = Worker(self.deps, world.registry)
+
+    def check_alive(self) -> None:
+        if not self.alive:
+            raise ProcessCrashed(self.id)
+
+    def crash(self, reason: str) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self.scope.cancel()
+        if self.world.live_boot is self:
+            self.world.live_boot = None
+        self.world.trace.emit("world", "boot.crash", boot=self.number, reason=reason)
+
+    async def run(self) -> None:
+        """Live until crashed; startup failure counts as a crash of this boot."""
+        cutoff = self.world.clock.now()
+        self.world.trace.boot = self.number
+        self.world.trace.emit("world", "boot.start", boot=self.number)
+        try:
+            with self.scope:
+                async with anyio.create_task_group() as tg:
+                    self.tg = tg
+                    await self._start(cutoff, tg)
+                    await anyio.sleep_forever()
+        except BaseException as exc:
+            self._classify(exc)
+
+    async def _start(self, cutoff: datetime, tg: anyio.abc.TaskGroup) -> None:
+        try:
+            report = await reconcile_runs(self.engine, cutoff)
+        except Exception as exc:
+            self.world.trace.emit("world", "startup.failed", error=type(exc).__name__)
+            self.crash(f"startup failed: {type(exc).__name__}")
+            raise ProcessCrashed(self.id) from exc
+        self.world.trace.emit(
+            "world", "startup.done", degraded=report.degraded,
+            failed_orphans=len(report.failed_orphans),
+            deliveries={k: len(v) for k, v in sorted(report.deliveries.items())},
+        )
+        tg.start_soon(Lanes(self.worker).serve)
+        tg.start_soon(self._relay, cutoff)
+        self.ready = True
+        self.world.live_boot = self
+        self.world.boot_live.set()
+
+    async def _relay(self, cutoff: datetime) -> None:
+        relay = DeliveryRelay(self.engine, cutoff)
+        while True:
+            await anyio.sleep(relay.every_s)
+            try:
+                await relay.pass_once()
+            except Exception as exc:  # the relay's page read failed; next period retries
+                self.world.trace.emit("relay", "relay.error", error=type(exc).__name__)
+
+    def _classify(self, exc: BaseException) -> None:
+        cancelled = anyio.get_cancelled_exc_class()
+        if isinstance(exc, BaseExceptionGroup):
+            _, rest = exc.split((ProcessCrashed, cancelled))
+        else:
+            rest = None if isinstance(exc, ProcessCrashed | cancelled) else exc
+        if rest is None:
+            if self.alive and not self.world.shutting_down:
+                raise BootFailed(f"{self.id} stopped while alive") from exc
+            return
+        raise BootFailed(f"{self.id} raised {rest!r}") from rest
+
+    async def call(self, fn: Callable[[Boot], Awaitable[T]]) -> T:
+        """Run a request inside this process, as an HTTP handler would."""
+        box = _Box()
+        finished = anyio.Event()
+
+        async def handler() -> None:
+            try:
+                box.value = await fn(self)
+                box.done = True
+            except Exception as exc:
+                box.error = exc
+            finally:
+                finished.set()
+
+        if not self.alive or self.tg is None:
+            raise Unavailable(self.id)
+        self.tg.start_soon(handler)
+        await finished.wait()
+        if box.error is not None:
+            raise box.error
+        if not box.done:
+            raise Unavailable(self.id)
+        return box.value  # type: ignore[no-any-return]
+
+
+@dataclass
+class World:
+    seed: int
+    streams: Streams
+    injector: Injector
+    trace: Trace = field(default_factory=Trace)
+    clock: VirtualClock = field(default_factory=VirtualClock)
+    registry: WorkflowRegistry = field(default_factory=default_registry)
+    ledger: MemoryLedger = field(default_factory=MemoryLedger)
+    effects: MemoryEffectSink = field(default_factory=MemoryEffectSink)
+    live_boot: Boot | None = None
+    boots: list[Boot] = field(default_factory=list)
+    actors: dict[str, object] = field(default_factory=dict)
+    shutting_down: bool = False
+    checker: Checker = field(init=False)
+
+    def __post_init__(self) -> None:
+        from sim.checker import Checker
+
+        self.entropy = SeededEntropy(self.streams.ids)
+        self.broker = MemoryBroker(self.clock)
+        self.checker = Checker(self)
+        self.boot_live = anyio.Event()
+        self.stop = anyio.Event()
+
+    def trace_end(self) -> float:
+        """Virtual seconds at the last trace line."""
+        return self.trace.last_t
+
+    def request_stop(self) -> None:
+        self.stop.set()
+
+    def after_transaction(self, name: str) -> None:
+        self.checker.after_transaction(name)
+
+    async def request(self, fn: Callable[[Boot], Awaitable[T]]) -> T:
+        boot = self.live_boot
+        if boot is None:
+            raise Unavailable("no live process")
+        return await boot.call(fn)
+
+    async def run_boots(self) -> None:
+        """Boot, run until crashed, wait a virtual delay, boot again; forever."""
+        low, high = self.injector.options.restart_delay_s
+        while True:
+            boot = Boot(self, len(self.boots) + 1)
+            self.boots.append(boot)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._random_crash, boot)
+                await boot.run()
+                tg.cancel_scope.cancel()
+            self.boot_live = anyio.Event()
+            await anyio.sleep(round(self.streams.faults.uniform(low, high), 3))
+
+    async def _random_crash(self, boot: Boot) -> None:
+        at = self.injector.roll_boot_crash(anyio.current_time())
+        if at is None:
+            return
+        await anyio.sleep(max(0.0, at - anyio.current_time()))
+        if boot.alive and self.injector.time_crash_fires(at):
+            boot.crash(f"random crash at t={at:g}")
+
+    async def planned_time_crashes(self) -> None:
+        for at in self.injector.planned_times():
+            await anyio.sleep(max(0.0, at - anyio.current_time()))
+            boot = self.live_boot
+            if boot is not None and self.injector.time_crash_fires(at):
+                boot.crash(f"planned crash at t={at:g}")
