@@ -1,0 +1,413 @@
+"""PostgresLedger: the Ledger seam on PostgreSQL (psycopg 3 async, one pool).
+
+It has the observable semantics of `runtime.adapters.memory.MemoryLedger`,
+which is the reference: the same results for the same calls, including the
+idempotent repeats (a claim repeated with its own token, an identical
+settlement, a repeated orphan failure). Each method is exactly one
+transaction; writes lock their rows (`queries` describes the discipline) and
+are conditional on the state they were decided from, which is how seed
+000_81a5c720b14d934a.txt ("Admission and exact claim") gets its exact claim
+and sequence-fenced settlement across processes.
+
+A lost connection, a pool timeout or a serialization failure surfaces as
+`LedgerUnavailable`: the transaction may or may not have committed, and the
+caller's bounded retry repeats it safely. Differences from the memory ledger
+are limited to inputs a Clock-driven caller never produces: naive timestamps
+and negative limits are refused, and JSON values must be JSON-native.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import AsyncCursor, sql
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolClosed
+
+from runtime.adapters.postgres import queries as q
+from runtime.adapters.postgres.connect import DEFAULT_CONNECT_TIMEOUT_S, open_pool, probe
+from runtime.adapters.postgres.migrate import require_current
+from runtime.adapters.postgres.rows import (
+    DELIVERY_COLUMNS,
+    aware,
+    delivery_from_row,
+    delivery_params,
+    run_from_row,
+    run_params,
+    step_from_row,
+)
+from runtime.errors import LedgerUnavailable
+from runtime.models import (
+    Admission,
+    Claim,
+    DeliveryState,
+    LedgerDump,
+    Run,
+    RunDelivery,
+    RunStatus,
+    Settlement,
+    Step,
+)
+
+Cursor = AsyncCursor[DictRow]
+
+
+class LockDisciplineBroken(RuntimeError):
+    """A conditional write found no row although its lock said it would: a bug, rolled back."""
+
+
+class PostgresLedger:
+    """The production ledger. Build it with `await PostgresLedger.connect(dsn)`."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        acquire_timeout_s: float = 10.0,
+        check_schema: bool = True,
+    ) -> PostgresLedger:
+        """Connect within `timeout_s` or raise one clear error, leaving nothing open.
+
+        With `check_schema` the database must already be at this code's newest
+        migration (`SchemaTooOld` / `SchemaTooNew` otherwise).
+        """
+        conn = await probe(dsn, timeout_s)
+        async with conn:
+            if check_schema:
+                await require_current(conn)
+        pool = await open_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout_s=timeout_s,
+            acquire_timeout_s=acquire_timeout_s,
+        )
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def __aenter__(self) -> PostgresLedger:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Cursor]:
+        """One transaction on a pooled connection; transient failures become LedgerUnavailable."""
+        try:
+            async with (
+                self._pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor(row_factory=dict_row) as cur,
+            ):
+                if snapshot:
+                    await cur.execute(q.SNAPSHOT)
+                yield cur
+        except PoolClosed:
+            raise
+        except psycopg.OperationalError as exc:
+            raise LedgerUnavailable(f"ledger transaction failed: {exc}") from exc
+
+    # -- admission ----------------------------------------------------------
+
+    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
+        async with self._transaction() as cur:
+            await cur.execute(q.INSERT_RUN, run_params(run))
+            if await cur.fetchone() is None:
+                return await _existing_admission(cur, run.id)
+            if delivery.run_id != run.id or delivery.seq != run.seq:
+                raise ValueError("delivery must be the Run's current generation")
+            await cur.execute(q.INSERT_DELIVERY, delivery_params(delivery))
+            stored = delivery_from_row(await _one(cur))
+            return Admission(run=run, delivery=stored, created=True)
+
+    async def get_run(self, run_id: UUID) -> Run | None:
+        async with self._transaction() as cur:
+            return await _run(cur, q.GET_RUN, run_id)
+
+    async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None:
+        async with self._transaction() as cur:
+            return await _delivery(cur, q.GET_DELIVERY, run_id, seq)
+
+    async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
+        async with self._transaction() as cur:
+            await cur.execute(q.DELIVERIES_OF, {"run_id": run_id})
+            return [delivery_from_row(r) for r in await cur.fetchall()]
+
+    async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        async with self._transaction() as cur:
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if d is None or d.state is not DeliveryState.HELD:
+                return d
+            await cur.execute(q.RELEASE_HELD, _key(run_id, seq, now))
+            return delivery_from_row(await _one(cur))
+
+    async def fail_held(
+        self, run_id: UUID, seq: int, reason: str, now: datetime
+    ) -> RunDelivery | None:
+        async with self._transaction() as cur:
+            run = await _run(cur, q.LOCK_RUN, run_id)
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if run is None or d is None or d.state is not DeliveryState.HELD:
+                return d
+            if run.status is RunStatus.QUEUED and run.seq == seq:
+                await cur.execute(q.FAIL_QUEUED_RUN, {**_key(run_id, seq, now), "reason": reason})
+                await _one(cur)
+            await cur.execute(q.FAIL_HELD_DELIVERY, _key(run_id, seq, now))
+            return delivery_from_row(await _one(cur))
+
+    async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        async with self._transaction() as cur:
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if d is None or d.state is not DeliveryState.PENDING:
+                return d
+            await cur.execute(q.MARK_PUBLISHED, _key(run_id, seq, now))
+            return delivery_from_row(await _one(cur))
+
+    # -- claim and settlement -----------------------------------------------
+
+    async def claim_delivery(
+        self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
+    ) -> Claim:
+        async with self._transaction() as cur:
+            run = await _run(cur, q.LOCK_RUN, run_id)
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
+                return Claim(claimed=True, run=run, delivery=d)  # our own earlier claim
+            if (
+                run is None
+                or d is None
+                or run.status is not RunStatus.QUEUED
+                or run.seq != seq
+                or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
+            ):
+                return Claim(claimed=False, run=run, delivery=d)
+            await cur.execute(q.CLAIM_RUN, _key(run_id, seq, now))
+            claimed_run = run_from_row(await _one(cur))
+            await cur.execute(
+                q.CLAIM_DELIVERY,
+                {
+                    **_key(run_id, seq, now),
+                    "boot_id": boot_id,
+                    "token": token,
+                    "claimable": q.CLAIMABLE,
+                },
+            )
+            claimed = delivery_from_row(await _one(cur))
+            return Claim(claimed=True, run=claimed_run, delivery=claimed)
+
+    async def settle_run(
+        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+    ) -> Run | None:
+        async with self._transaction() as cur:
+            run = await _run(cur, q.LOCK_RUN, run_id)
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if run is None or d is None or run.seq != seq:
+                return None
+            if d.state is DeliveryState.SETTLED and (run.status, run.result, run.error) == (
+                settlement.status,
+                settlement.result,
+                settlement.error,
+            ):
+                return run  # the same settlement, repeated after an ambiguous commit
+            if run.status is not RunStatus.RUNNING or d.state is not DeliveryState.CLAIMED:
+                return None
+            await cur.execute(
+                q.SETTLE_RUN,
+                {
+                    **_key(run_id, seq, now),
+                    "status": settlement.status.value,
+                    "result": None if settlement.result is None else Jsonb(settlement.result),
+                    "error": settlement.error,
+                },
+            )
+            settled = run_from_row(await _one(cur))
+            await cur.execute(q.SETTLE_DELIVERY, _key(run_id, seq, now))
+            await _one(cur)
+            return settled
+
+    # -- recovery -----------------------------------------------------------
+
+    async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
+        async with self._transaction() as cur:
+            run = await _run(cur, q.LOCK_RUN, run_id)
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if (
+                run is None
+                or d is None
+                or run.status is not RunStatus.QUEUED
+                or run.seq != seq
+                or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
+            ):
+                return None
+            await cur.execute(
+                q.CLOSE_DEAD_DELIVERY, {**_key(run_id, seq, now), "claimable": q.CLAIMABLE}
+            )
+            await _one(cur)
+            fresh = d.model_copy(
+                update={
+                    "seq": seq + 1,
+                    "state": DeliveryState.PENDING,
+                    "claimed_boot": None,
+                    "claim_token": None,
+                    "held_by": None,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+            await cur.execute(q.INSERT_DELIVERY, delivery_params(fresh))
+            stored = delivery_from_row(await _one(cur))
+            await cur.execute(q.ADVANCE_RUN_SEQ, _key(run_id, seq, now))
+            await _one(cur)
+            return stored
+
+    async def fail_orphan(
+        self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
+    ) -> Run | None:
+        async with self._transaction() as cur:
+            run = await _run(cur, q.LOCK_RUN, run_id)
+            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if run is None or d is None or run.seq != seq:
+                return None
+            if run.status is RunStatus.FAILED and run.error == reason:
+                return run  # the same orphan failure, repeated
+            if (
+                run.status not in (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+                or d.claimed_boot == boot_id
+            ):
+                return None
+            params = {
+                **_key(run_id, seq, now),
+                "reason": reason,
+                "boot_id": boot_id,
+                "orphanable": q.ORPHANABLE,
+            }
+            await cur.execute(q.FAIL_ORPHAN_RUN, params)
+            failed = run_from_row(await _one(cur))
+            await cur.execute(q.FAIL_ORPHAN_DELIVERY, params)
+            await _one(cur)
+            return failed
+
+    # -- queries ------------------------------------------------------------
+
+    async def runs_in_session(self, session: str, limit: int) -> list[Run]:
+        async with self._transaction() as cur:
+            await cur.execute(
+                q.RUNS_IN_SESSION,
+                {"session": session, "terminal": q.TERMINAL, "limit": _limit(limit)},
+            )
+            return [run_from_row(r) for r in await cur.fetchall()]
+
+    async def page_runs(
+        self,
+        statuses: Sequence[RunStatus],
+        after: tuple[datetime, UUID] | None,
+        limit: int,
+    ) -> list[Run]:
+        params: dict[str, Any] = {
+            "statuses": sorted({RunStatus(s).value for s in statuses}),
+            "limit": _limit(limit),
+        }
+        query = q.PAGE_RUNS_FIRST
+        if after is not None:
+            query = q.PAGE_RUNS_AFTER
+            params["after_at"], params["after_id"] = aware(after[0]), after[1]
+        async with self._transaction() as cur:
+            await cur.execute(query, params)
+            return [run_from_row(r) for r in await cur.fetchall()]
+
+    async def append_step(
+        self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
+    ) -> Step:
+        async with self._transaction() as cur:
+            await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+            await cur.execute(
+                q.APPEND_STEP,
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "kind": kind,
+                    "data": Jsonb(data),
+                    "now": aware(now),
+                },
+            )
+            return step_from_row(await _one(cur))
+
+    async def steps(self, run_id: UUID) -> list[Step]:
+        async with self._transaction() as cur:
+            await cur.execute(q.STEPS_OF, {"run_id": run_id})
+            return [step_from_row(r) for r in await cur.fetchall()]
+
+    async def dump(self) -> LedgerDump:
+        """Everything in one REPEATABLE READ snapshot, in the memory ledger's order."""
+        async with self._transaction(snapshot=True) as cur:
+            await cur.execute(q.DUMP_RUNS)
+            runs = [run_from_row(r) for r in await cur.fetchall()]
+            await cur.execute(q.DUMP_DELIVERIES)
+            deliveries = [delivery_from_row(r) for r in await cur.fetchall()]
+            await cur.execute(q.DUMP_STEPS)
+            steps = [step_from_row(r) for r in await cur.fetchall()]
+        return LedgerDump(runs=runs, deliveries=deliveries, steps=steps)
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def _key(run_id: UUID, seq: int, now: datetime) -> dict[str, Any]:
+    return {"run_id": run_id, "seq": seq, "now": aware(now)}
+
+
+def _limit(limit: int) -> int:
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+    return limit
+
+
+async def _one(cur: Cursor) -> DictRow:
+    row = await cur.fetchone()
+    if row is None:
+        raise LockDisciplineBroken("a conditional write under a row lock matched no row")
+    return row
+
+
+async def _run(cur: Cursor, query: sql.Composed, run_id: UUID) -> Run | None:
+    await cur.execute(query, {"id": run_id})
+    row = await cur.fetchone()
+    return None if row is None else run_from_row(row)
+
+
+async def _delivery(cur: Cursor, query: sql.Composed, run_id: UUID, seq: int) -> RunDelivery | None:
+    await cur.execute(query, {"run_id": run_id, "seq": seq})
+    row = await cur.fetchone()
+    return None if row is None else delivery_from_row(row)
+
+
+async def _existing_admission(cur: Cursor, run_id: UUID) -> Admission:
+    await cur.execute(q.CURRENT_PAIR, {"id": run_id})
+    row = await cur.fetchone()
+    if row is None:
+        raise LockDisciplineBroken(f"Run {run_id} exists without its current delivery")
+    prefix = q.DELIVERY_PREFIX
+    delivery = delivery_from_row({c: row[prefix + c] for c in DELIVERY_COLUMNS})
+    return Admission(run=run_from_row(row), delivery=delivery, created=False)

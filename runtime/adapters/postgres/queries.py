@@ -1,0 +1,175 @@
+"""The SQL of the PostgreSQL ledger, composed once at import.
+
+Lock discipline (what makes each ledger method behave as one atomic step):
+a method that writes both a Run and its delivery locks the Run row first
+(`FOR UPDATE`), then the delivery row; a method that writes only a delivery
+locks only that row. Every write is also conditional on the state it was
+decided from (`WHERE status = ... AND seq = ...`), so a write can never apply
+to a row that moved on. No statement calls now(): the caller's Clock supplies
+every timestamp.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from runtime.adapters.postgres.rows import DELIVERY_COLUMNS, RUN_COLUMNS, STEP_COLUMNS
+from runtime.models import TERMINAL_STATUSES, DeliveryState, RunStatus
+
+STEP_LOCK_NAMESPACE = 0x5354
+"""First key of the two-key advisory lock that orders Step appends of one Run."""
+
+TERMINAL = [s.value for s in sorted(TERMINAL_STATUSES)]
+CLAIMABLE = [DeliveryState.PENDING.value, DeliveryState.PUBLISHED.value]
+ORPHANABLE = [RunStatus.RUNNING.value, RunStatus.AWAITING_HARDWARE.value]
+
+
+def _cols(columns: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+
+
+def _prefixed(columns: tuple[str, ...], alias: str, prefix: str) -> sql.Composed:
+    return sql.SQL(", ").join(
+        sql.SQL("{} AS {}").format(sql.Identifier(alias, c), sql.Identifier(prefix + c))
+        for c in columns
+    )
+
+
+def _values(columns: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Placeholder(c) for c in columns)
+
+
+RUN = _cols(RUN_COLUMNS)
+DELIVERY = _cols(DELIVERY_COLUMNS)
+STEP = _cols(STEP_COLUMNS)
+DELIVERY_PREFIX = "d_"
+
+INSERT_RUN = sql.SQL(
+    "INSERT INTO run ({cols}) VALUES ({vals}) ON CONFLICT (id) DO NOTHING RETURNING id"
+).format(cols=RUN, vals=_values(RUN_COLUMNS))
+
+INSERT_DELIVERY = sql.SQL(
+    "INSERT INTO run_delivery ({cols}) VALUES ({vals}) RETURNING {cols}"
+).format(cols=DELIVERY, vals=_values(DELIVERY_COLUMNS))
+
+CURRENT_PAIR = sql.SQL(
+    "SELECT {run}, {delivery} FROM run r "
+    "JOIN run_delivery d ON d.run_id = r.id AND d.seq = r.seq WHERE r.id = %(id)s"
+).format(
+    run=sql.SQL(", ").join(sql.Identifier("r", c) for c in RUN_COLUMNS),
+    delivery=_prefixed(DELIVERY_COLUMNS, "d", DELIVERY_PREFIX),
+)
+
+GET_RUN = sql.SQL("SELECT {cols} FROM run WHERE id = %(id)s").format(cols=RUN)
+LOCK_RUN = sql.SQL("SELECT {cols} FROM run WHERE id = %(id)s FOR UPDATE").format(cols=RUN)
+
+GET_DELIVERY = sql.SQL(
+    "SELECT {cols} FROM run_delivery WHERE run_id = %(run_id)s AND seq = %(seq)s"
+).format(cols=DELIVERY)
+LOCK_DELIVERY = sql.SQL(
+    "SELECT {cols} FROM run_delivery WHERE run_id = %(run_id)s AND seq = %(seq)s FOR UPDATE"
+).format(cols=DELIVERY)
+DELIVERIES_OF = sql.SQL(
+    "SELECT {cols} FROM run_delivery WHERE run_id = %(run_id)s ORDER BY seq"
+).format(cols=DELIVERY)
+
+RELEASE_HELD = sql.SQL(
+    "UPDATE run_delivery SET state = 'PENDING', held_by = NULL, updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'HELD' RETURNING {cols}"
+).format(cols=DELIVERY)
+
+FAIL_HELD_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'HELD' RETURNING {cols}"
+).format(cols=DELIVERY)
+
+FAIL_QUEUED_RUN = sql.SQL(
+    "UPDATE run SET status = 'FAILED', error = %(reason)s, updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'QUEUED' RETURNING {cols}"
+).format(cols=RUN)
+
+MARK_PUBLISHED = sql.SQL(
+    "UPDATE run_delivery SET state = 'PUBLISHED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'PENDING' RETURNING {cols}"
+).format(cols=DELIVERY)
+
+CLAIM_RUN = sql.SQL(
+    "UPDATE run SET status = 'RUNNING', started_at = coalesce(started_at, %(now)s), "
+    "updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'QUEUED' RETURNING {cols}"
+).format(cols=RUN)
+
+CLAIM_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'CLAIMED', claimed_boot = %(boot_id)s, "
+    "claim_token = %(token)s, updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = ANY(%(claimable)s) "
+    "RETURNING {cols}"
+).format(cols=DELIVERY)
+
+SETTLE_RUN = sql.SQL(
+    "UPDATE run SET status = %(status)s, result = %(result)s, error = %(error)s, "
+    "updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'RUNNING' RETURNING {cols}"
+).format(cols=RUN)
+
+SETTLE_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'CLAIMED' RETURNING {cols}"
+).format(cols=DELIVERY)
+
+CLOSE_DEAD_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = ANY(%(claimable)s) "
+    "RETURNING {cols}"
+).format(cols=DELIVERY)
+
+ADVANCE_RUN_SEQ = sql.SQL(
+    "UPDATE run SET seq = seq + 1, updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'QUEUED' RETURNING {cols}"
+).format(cols=RUN)
+
+FAIL_ORPHAN_RUN = sql.SQL(
+    "UPDATE run SET status = 'FAILED', error = %(reason)s, updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = ANY(%(orphanable)s) RETURNING {cols}"
+).format(cols=RUN)
+
+FAIL_ORPHAN_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s "
+    "AND claimed_boot IS DISTINCT FROM %(boot_id)s RETURNING {cols}"
+).format(cols=DELIVERY)
+
+RUNS_IN_SESSION = sql.SQL(
+    "SELECT {cols} FROM run WHERE session = %(session)s AND status <> ALL(%(terminal)s) "
+    "ORDER BY created_at, id LIMIT %(limit)s"
+).format(cols=RUN)
+
+PAGE_RUNS_FIRST = sql.SQL(
+    "SELECT {cols} FROM run WHERE status = ANY(%(statuses)s) "
+    "ORDER BY updated_at, id LIMIT %(limit)s"
+).format(cols=RUN)
+
+PAGE_RUNS_AFTER = sql.SQL(
+    "SELECT {cols} FROM run WHERE status = ANY(%(statuses)s) "
+    "AND (updated_at, id) > (%(after_at)s, %(after_id)s) "
+    "ORDER BY updated_at, id LIMIT %(limit)s"
+).format(cols=RUN)
+
+LOCK_STEPS_OF_RUN = sql.SQL("SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(run_id)s::text))")
+
+APPEND_STEP = sql.SQL(
+    "INSERT INTO run_step ({cols}) "
+    "SELECT %(run_id)s, coalesce(max(idx) + 1, 0), %(seq)s, %(kind)s, %(data)s, %(now)s "
+    "FROM run_step WHERE run_id = %(run_id)s RETURNING {cols}"
+).format(cols=STEP)
+
+STEPS_OF = sql.SQL("SELECT {cols} FROM run_step WHERE run_id = %(run_id)s ORDER BY idx").format(
+    cols=STEP
+)
+
+SNAPSHOT = sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+DUMP_RUNS = sql.SQL("SELECT {cols} FROM run ORDER BY created_at, id").format(cols=RUN)
+DUMP_DELIVERIES = sql.SQL("SELECT {cols} FROM run_delivery ORDER BY run_id, seq").format(
+    cols=DELIVERY
+)
+DUMP_STEPS = sql.SQL("SELECT {cols} FROM run_step ORDER BY run_id, idx").format(cols=STEP)
