@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from harness.pg import pg_dsn
+from harness.pg_fixtures import pg_dsn, pg_fresh_dsn, pg_server
 
-__all__ = ["pg_dsn"]
+__all__ = ["pg_dsn", "pg_fresh_dsn", "pg_server"]
