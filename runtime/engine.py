@@ -106,7 +106,8 @@ class RunEngine:
             if delivery.state is DeliveryState.HELD:
                 assert retain is not None
                 delivery = await self._retain_and_release(admission.run, delivery, retain)
-            delivery = await self.publish(delivery)
+            if delivery.state is DeliveryState.PENDING:
+                delivery = await self.publish(delivery)  # a later state is only observed
             return Submission(admission.run, delivery, created=True)
 
     def _records(self, intent: Intent, run_id: UUID | None, held: bool) -> tuple[Run, RunDelivery]:
@@ -192,9 +193,19 @@ class RunEngine:
         except Exception:
             released = None
         if released is None or released.state is DeliveryState.HELD:
-            return await self._resolve_release(run, delivery)
+            return self._still_admitted(run, await self._resolve_release(run, delivery))
+        self._still_admitted(run, released)
         await self.deps.faults.point(faults.RELEASE_COMMITTED, run_id=run.id)
         return released
+
+    @staticmethod
+    def _still_admitted(run: Run, delivery: RunDelivery) -> RunDelivery:
+        """A held generation that another owner already failed is never handed out."""
+        if delivery.state is DeliveryState.FAILED:
+            raise RetentionFailed(
+                f"Run {run.id}: held delivery {delivery.seq} was already failed by another owner"
+            )
+        return delivery
 
     async def _resolve_release(self, run: Run, delivery: RunDelivery) -> RunDelivery:
         """A release error is resolved from durable delivery state."""

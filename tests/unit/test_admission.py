@@ -218,3 +218,74 @@ async def test_broker_error_leaves_run_queued_and_delivery_pending_and_recoverab
     again = await w.engine.publish(w.ledger.delivery_table[(sub.run.id, 0)])
     assert again.state is DeliveryState.PUBLISHED
     assert list(w.jobs()) == [hop_key(sub.run.id, 0)]
+
+
+async def test_hook_error_raised_while_caller_is_cancelled_fails_held_generation() -> None:
+    w = make_world()
+
+    async def retain(run: Run) -> None:
+        scope.cancel()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            raise RuntimeError("store lost the context while we were cancelled") from None
+
+    with pytest.raises(RetentionFailed, match="store lost the context"):
+        with anyio.CancelScope() as scope:
+            await w.engine.submit(Intent(pattern="echo"), retain)
+
+    (run,) = w.dump().runs
+    (delivery,) = w.dump().deliveries
+    assert (run.status, delivery.state) == (RunStatus.FAILED, DeliveryState.FAILED)
+    assert w.jobs() == {}
+
+
+async def test_held_generation_failed_by_another_owner_is_never_published() -> None:
+    w = make_world()
+
+    async def retain(run: Run) -> None:
+        # Meanwhile recovery refuses the unresolved HELD admission.
+        failed = await w.ledger.fail_held(run.id, 0, "refused by recovery", w.clock.now())
+        assert failed is not None and failed.state is DeliveryState.FAILED
+
+    with pytest.raises(RetentionFailed):
+        await w.engine.submit(Intent(pattern="echo"), retain)
+
+    (run,) = w.dump().runs
+    assert run.status is RunStatus.FAILED and run.error == "refused by recovery"
+    assert w.jobs() == {} and w.broker.publishes == []
+
+
+async def test_caller_cancelled_during_publish_leaves_delivery_recoverable() -> None:
+    w = make_world()
+    publish = w.broker.publish
+
+    async def hanging_publish(*args: object, **kwargs: object) -> bool:
+        scope.cancel()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    w.broker.publish = hanging_publish  # type: ignore[method-assign]
+    with anyio.CancelScope() as scope:
+        await w.engine.submit(Intent(pattern="echo", idempotency_key="k"))
+    assert scope.cancelled_caught
+
+    (run,) = w.dump().runs
+    (delivery,) = w.dump().deliveries
+    assert (run.status, delivery.state) == (RunStatus.QUEUED, DeliveryState.PENDING)
+    w.broker.publish = publish  # type: ignore[method-assign]
+    again = await w.engine.submit(Intent(pattern="echo", idempotency_key="k"))
+    assert again.delivery.state is DeliveryState.PUBLISHED
+    assert list(w.jobs()) == [hop_key(run.id, 0)]
+
+
+async def test_lost_publish_acknowledgement_is_recovered_without_a_second_job() -> None:
+    proxy = LedgerProxy(MemoryLedger())
+    proxy.fail_once("mark_published", RuntimeError("ack not recorded"), after=False)
+    w = make_world(ledger=proxy)
+    first = await w.engine.submit(Intent(pattern="echo", idempotency_key="k"))
+    assert first.delivery.state is DeliveryState.PENDING  # the broker has the job, ledger not
+
+    again = await w.engine.submit(Intent(pattern="echo", idempotency_key="k"))
+    assert again.delivery.state is DeliveryState.PUBLISHED
+    assert len(w.jobs()) == 1
