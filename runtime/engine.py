@@ -99,8 +99,10 @@ class RunEngine:
             await self._fence_session(intent, run_id)
             run, delivery = self._records(intent, run_id, held=retain is not None)
             admission = await self._ledger(lambda: self.deps.ledger.admit_run(run, delivery))
-            if not admission.created:
+            if not admission.created and admission.run != run:
                 return await self._replay(admission.run, intent, retain)
+            # An identical stored Run is this call's own commit, seen again by a
+            # retry after an ambiguous commit: carry on as its creator.
             await self.deps.faults.point(faults.ADMIT_COMMITTED, run_id=run.id)
             delivery = admission.delivery
             if delivery.state is DeliveryState.HELD:

@@ -8,7 +8,7 @@ import pytest
 from runtime import faults
 from runtime.adapters.memory import MemoryLedger
 from runtime.engine import HEARTBEAT_S
-from runtime.errors import RetentionFailed
+from runtime.errors import LedgerUnavailable, RetentionFailed
 from runtime.keys import hop_key
 from runtime.models import DeliveryState, Intent, Run, RunStatus
 from runtime.seams import JobStatus
@@ -289,3 +289,13 @@ async def test_lost_publish_acknowledgement_is_recovered_without_a_second_job() 
     again = await w.engine.submit(Intent(pattern="echo", idempotency_key="k"))
     assert again.delivery.state is DeliveryState.PUBLISHED
     assert len(w.jobs()) == 1
+
+
+async def test_admission_retried_after_an_ambiguous_commit_admits_once() -> None:
+    proxy = LedgerProxy(MemoryLedger())
+    proxy.fail_once("admit_run", LedgerUnavailable("reset after commit"), after=True)
+    w = make_world(ledger=proxy)
+    sub = await w.engine.submit(Intent(pattern="echo"))
+    assert proxy.calls.count("admit_run") == 2
+    assert sub.created is True, "this call did create the Run"
+    assert len(w.dump().runs) == 1 and len(w.jobs()) == 1

@@ -10,12 +10,14 @@ import anyio
 import pytest
 
 from runtime import worker as worker_module
+from runtime.adapters.memory import MemoryLedger
+from runtime.errors import LedgerUnavailable
 from runtime.hop import HopContext
 from runtime.models import DeliveryState, Intent, RunStatus, Settlement
 from runtime.patterns import default_registry
 from runtime.registry import WorkflowRegistry
 from runtime.worker import PINNED_PATTERN_UNAVAILABLE, HopOutcome, Worker
-from tests.unit.fakes import World, make_world, pattern_of
+from tests.unit.fakes import LedgerProxy, World, make_world, pattern_of
 
 pytestmark = pytest.mark.anyio
 
@@ -315,3 +317,23 @@ def test_touch_period_and_heartbeat_are_the_seed_values() -> None:
     assert worker_module.TOUCH_EVERY_S == 30
     assert HEARTBEAT_S == 120
     assert worker_module.TOUCH_EVERY_S * 4 == HEARTBEAT_S
+
+
+async def test_claim_retried_after_an_ambiguous_commit_is_recognised_as_ours() -> None:
+    proxy = LedgerProxy(MemoryLedger())
+    proxy.fail_once("claim_delivery", LedgerUnavailable("reset after commit"), after=True)
+    w = make_world(ledger=proxy)
+    run_id = await admitted(w)
+    assert await w.worker.perform_run(run_id, 0) is HopOutcome.SETTLED
+    assert proxy.calls.count("claim_delivery") == 2
+    assert w.ledger.inner.run_table[run_id].status is RunStatus.DONE
+
+
+async def test_settle_retried_after_an_ambiguous_commit_is_not_reported_fenced() -> None:
+    proxy = LedgerProxy(MemoryLedger())
+    proxy.fail_once("settle_run", LedgerUnavailable("reset after commit"), after=True)
+    w = make_world(ledger=proxy)
+    run_id = await admitted(w)
+    assert await w.worker.perform_run(run_id, 0) is HopOutcome.SETTLED
+    assert proxy.calls.count("settle_run") == 2
+    assert w.ledger.inner.run_table[run_id].status is RunStatus.DONE
