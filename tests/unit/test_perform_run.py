@@ -337,3 +337,26 @@ async def test_settle_retried_after_an_ambiguous_commit_is_not_reported_fenced()
     assert await w.worker.perform_run(run_id, 0) is HopOutcome.SETTLED
     assert proxy.calls.count("settle_run") == 2
     assert w.ledger.inner.run_table[run_id].status is RunStatus.DONE
+
+
+def test_live_hop_touches_every_30_virtual_seconds_on_trio_mock_clock() -> None:
+    """Exact cadence with the real TOUCH_EVERY_S, on trio's virtual clock."""
+    import trio
+    import trio.testing
+
+    async def long_node(ctx: HopContext, state: State) -> State:
+        await anyio.sleep(95)
+        return state
+
+    w = make_world(registry=registry_with(pattern_of("long", long_node)))
+
+    async def main() -> tuple[HopOutcome, float]:
+        run_id = await admitted(w, "long")
+        start = anyio.current_time()
+        outcome = await w.worker.perform_run(run_id, 0)
+        await anyio.sleep(120)  # nothing touches after the hop returned
+        return outcome, start
+
+    outcome, start = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert outcome is HopOutcome.SETTLED
+    assert [round(t - start, 6) for _, t in w.broker.touches] == [30.0, 60.0, 90.0]
