@@ -9,6 +9,7 @@ invariant is named in `INVARIANTS` with the rule it states and its source
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -108,10 +109,8 @@ class Checker:
     def after_transaction(self, name: str) -> None:
         if self.violations:
             return
-        try:
+        with contextlib.suppress(_Stop):
             self._after_transaction()
-        except _Stop:
-            pass
 
     def _after_transaction(self) -> None:
         self.transactions += 1
@@ -199,10 +198,8 @@ class Checker:
     # -- effects ----------------------------------------------------------------
 
     def on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
-        try:
+        with contextlib.suppress(_Stop):
             self._on_effect(identity, run_id, seq)
-        except _Stop:
-            pass
 
     def _on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
         run = self.world.ledger.run_table.get(run_id)

@@ -21,7 +21,7 @@ def _default(value: object) -> object:
     if isinstance(value, UUID):
         return str(value)
     if hasattr(value, "isoformat"):
-        return value.isoformat()  # type: ignore[no-any-return]
+        return value.isoformat()
     if hasattr(value, "value"):
         return value.value  # enums
     return str(value)

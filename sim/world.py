@@ -131,6 +131,7 @@ class Boot:
 
     def _classify(self, exc: BaseException) -> None:
         cancelled = anyio.get_cancelled_exc_class()
+        rest: BaseException | None
         if isinstance(exc, BaseExceptionGroup):
             _, rest = exc.split((ProcessCrashed, cancelled))
         else:

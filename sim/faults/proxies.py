@@ -218,9 +218,12 @@ class SimBroker(_Guarded):
             fault, _ = self._fire("broker.deliver", DELIVER)
             if fault is not FaultKind.DUPLICATE_DELIVERY:
                 return await handler(run_id, seq)
+            async def once() -> None:
+                await handler(run_id, seq)
+
             async with anyio.create_task_group() as tg:
-                tg.start_soon(handler, run_id, seq)
-                tg.start_soon(handler, run_id, seq)
+                tg.start_soon(once)
+                tg.start_soon(once)
             return None
 
         await serve_queue(self, queue, deliver, concurrency)

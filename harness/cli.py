@@ -1,0 +1,306 @@
+"""`harness`: campaigns, replay, shrink, and the catalogues (DESIGN section 8).
+
+Exit codes: 0 every invariant held, 1 a violation, 2 a usage or environment
+error (one line on stderr, never a traceback). Every failure prints the
+exact command that replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness import report as reports
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Fault campaigns, replays and shrinks for the Vessel run engine.",
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class UsageError(Exception):
+    """A user's mistake: reported in one line, exit 2."""
+
+
+def say(text: str) -> None:
+    """Plain output: no markup, no highlighting, never wrapped (commands stay copyable)."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _die(message: str) -> NoReturn:
+    err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _break_prefix() -> str:
+    from sim import breaks
+
+    name = breaks.from_env()
+    return f"{breaks.ENV}={name} " if name else ""
+
+
+def replay_command(seed: int, scenario: str, profile: str, plan: Path | None = None) -> str:
+    how = f"--plan {plan}" if plan else f"--profile {profile}"
+    return f"{_break_prefix()}harness replay --seed {seed} --scenario {scenario} {how}"
+
+
+def _int(value: str, name: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        _die(f"{name} must be an integer, got {value!r}")
+
+
+def _profile(profile: str) -> str:
+    from sim.faults.options import PROFILES
+
+    if profile not in PROFILES:
+        _die(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
+    return profile
+
+
+def _scenarios(spec: str) -> list[str]:
+    from sim.scenarios import resolve
+
+    try:
+        return [s.name for s in resolve(spec)]
+    except KeyError as exc:
+        _die(str(exc.args[0]))
+
+
+def _load_plan(path: Path) -> Any:
+    from pydantic import ValidationError
+
+    from sim.faults.plan import FaultPlan
+
+    try:
+        return FaultPlan.load(path)
+    except FileNotFoundError:
+        _die(f"plan file {path} does not exist")
+    except (ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        _die(f"plan file {path} is not a valid fault plan: {first}")
+
+
+@app.command()
+def campaign(
+    scenario: Annotated[str, typer.Option(help="a scenario, a comma list, or 'all'")] = "basic",
+    seeds: Annotated[str, typer.Option(help="seed range: N-M, N, or a comma list")] = "1-100",
+    profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
+    jobs: Annotated[int, typer.Option(help="worker processes")] = 1,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the JSON report")] = None,
+    junit: Annotated[Path | None, typer.Option(help="write JUnit XML")] = None,
+    html: Annotated[Path | None, typer.Option(help="write an HTML campaign page")] = None,
+    require_coverage: Annotated[
+        bool, typer.Option(help="fail when a catalogued fault point never fired")
+    ] = False,
+) -> None:
+    """Run every seed of every scenario and report violations and coverage."""
+    from sim.campaign import parse_seeds, run_campaign
+
+    names = _scenarios(scenario)
+    _profile(profile)
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as exc:
+        _die(str(exc))
+    if jobs < 1:
+        _die("--jobs must be at least 1")
+    from sim import breaks
+
+    work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
+    with Progress(
+        TextColumn("[bold]campaign"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[bad]} violations"), console=err, transient=True,
+    ) as progress:
+        task = progress.add_task("seeds", total=len(work), bad=0)
+        bad = 0
+
+        def tick(result: dict[str, Any]) -> None:
+            nonlocal bad
+            bad += result["verdict"] != "ok"
+            progress.update(task, advance=1, bad=bad)
+
+        rep = run_campaign(work, jobs, tick)
+    for r in rep.results:
+        r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
+    _print_summary(rep, profile)
+    doc = reports.campaign_json(rep, names, profile)
+    if json_path:
+        json_path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if junit:
+        junit.write_text(reports.campaign_junit(rep, profile))
+    if html:
+        html.write_text(reports.campaign_html(doc))
+    gaps = rep.gaps()
+    if gaps:
+        say(f"coverage gaps (catalogued points never fired): {', '.join(gaps)}")
+    if rep.failures:
+        say("violations found; replay each with:")
+        for r in rep.failures:
+            say(f"  {r['replay']}")
+        raise typer.Exit(1)
+    if require_coverage and gaps:
+        raise typer.Exit(1)
+
+
+def _print_summary(rep: Any, profile: str) -> None:
+    virtual = sum(r["virtual_s"] for r in rep.results)
+    runs = sum(r["runs"] for r in rep.results)
+    head = Table(title=f"campaign ({profile})")
+    for col in ("seeds", "runs simulated", "virtual s", "wall s", "virtual/wall", "violations"):
+        head.add_column(col, justify="right")
+    ratio = virtual / rep.wall_s if rep.wall_s else 0.0
+    head.add_row(str(len(rep.results)), str(runs), f"{virtual:,.0f}", f"{rep.wall_s:,.1f}",
+                 f"{ratio:,.0f}x", str(len(rep.failures)))
+    out.print(head)
+    if rep.failures:
+        inv = Table(title="violations by invariant")
+        inv.add_column("invariant")
+        inv.add_column("seeds", justify="right")
+        for name, n in rep.violations_by_invariant().items():
+            inv.add_row(name, str(n))
+        out.print(inv)
+    cov = rep.coverage()
+    points = Table(title="fault points")
+    points.add_column("point")
+    points.add_column("hits", justify="right")
+    points.add_column("fires", justify="right")
+    for name, c in cov["points"].items():
+        points.add_row(name, str(c["hits"]), str(c["fires"]))
+    out.print(points)
+    kinds = Table(title="fault kinds fired")
+    kinds.add_column("kind")
+    kinds.add_column("fires", justify="right")
+    for name, n in cov["kinds"].items():
+        kinds.add_row(name, str(n))
+    out.print(kinds)
+
+
+@app.command()
+def replay(
+    seed: Annotated[str, typer.Option(help="the seed to replay")],
+    scenario: Annotated[str, typer.Option(help="the scenario")] = "basic",
+    profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
+    plan: Annotated[Path | None, typer.Option(help="replay exactly this fault plan")] = None,
+    trace: Annotated[Path | None, typer.Option(help="write the trace (JSON lines)")] = None,
+    html: Annotated[Path | None, typer.Option(help="write an HTML timeline")] = None,
+) -> None:
+    """Re-run one seed; print its trace hash and verdict."""
+    from sim.kernel import run_simulation
+
+    n = _int(seed, "--seed")
+    name = _scenarios(scenario)[0]
+    _profile(profile)
+    fault_plan = _load_plan(plan) if plan else None
+    result = run_simulation(n, name, profile, fault_plan)
+    if trace:
+        trace.write_text("".join(line + "\n" for line in result.trace_lines))
+    if html:
+        html.write_text(reports.replay_html(result))
+    say(f"trace-hash: {result.trace_hash}")
+    say(f"runs: {result.runs}  boots: {result.boots}  faults fired: "
+              f"{len(result.fired.faults)}  virtual: {result.virtual_s:g}s")
+    if result.ok:
+        say("verdict: ok (every invariant held)")
+        return
+    message = result.violation.message if result.violation else result.error
+    say(f"verdict: {result.verdict} [{result.invariant}] {message}")
+    say(f"replay: {replay_command(n, name, profile, plan)}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def shrink(
+    seed: Annotated[str, typer.Option(help="a failing seed")],
+    scenario: Annotated[str, typer.Option(help="the scenario")] = "basic",
+    profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
+    plan: Annotated[Path | None, typer.Option(help="shrink this plan instead")] = None,
+    out_path: Annotated[Path | None, typer.Option("--out", help="where to write the plan")] = None,
+) -> None:
+    """Minimise the failing fault plan of a seed while the same invariant fails."""
+    from sim.shrink import shrink as do_shrink
+
+    n = _int(seed, "--seed")
+    name = _scenarios(scenario)[0]
+    _profile(profile)
+    start = _load_plan(plan) if plan else None
+    result = do_shrink(n, name, profile, start)
+    if result is None:
+        say(f"seed {n} of {name} does not fail: nothing to shrink")
+        return
+    target = out_path or Path(f"shrunk-{name}-{n}.json")
+    result.plan.save(target)
+    before = len(result.original.fired.faults) if start is None else len(start.faults)
+    say(f"invariant: {result.final.invariant}")
+    say(f"faults: {before} -> {len(result.plan.faults)} in {result.attempts} runs")
+    for pf in result.plan.faults:
+        say(f"  {pf.describe()}")
+    say(f"plan: {target}")
+    say(f"replay: {replay_command(n, name, profile, target)}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def faults() -> None:
+    """The catalogue of named fault points and the windows they mark."""
+    from runtime.faults import CATALOGUE
+
+    table = Table(title="fault points")
+    table.add_column("point")
+    table.add_column("window")
+    table.add_column("expected recovery")
+    for p in CATALOGUE.values():
+        table.add_row(p.name, p.window, p.expected)
+    out.print(table)
+
+
+@app.command()
+def scenarios() -> None:
+    """The registered simulation scenarios."""
+    from sim.scenarios import SCENARIOS, resolve
+
+    resolve("all")
+    table = Table(title="scenarios")
+    table.add_column("name")
+    table.add_column("what it drives")
+    for s in SCENARIOS.values():
+        table.add_row(s.name, " ".join(s.description.split()))
+    out.print(table)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.ERROR)
+    logging.disable(logging.WARNING)
+    try:
+        rv = app(standalone_mode=False)
+    except click.exceptions.UsageError as exc:
+        err.print(f"error: {exc.format_message()}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        err.print("error: aborted")
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()

@@ -1,0 +1,203 @@
+"""Campaign and replay reports: JSON, JUnit XML and self-contained HTML."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from runtime.faults import CATALOGUE
+from sim.checker import INVARIANTS
+from sim.kernel import SimResult
+
+
+def campaign_json(rep: Any, scenarios: list[str], profile: str) -> dict[str, Any]:
+    return {
+        "scenarios": scenarios,
+        "profile": profile,
+        "seeds": len({r["seed"] for r in rep.results}),
+        "runs_simulated": sum(r["runs"] for r in rep.results),
+        "virtual_s": sum(r["virtual_s"] for r in rep.results),
+        "wall_s": rep.wall_s,
+        "violations": [
+            {
+                "seed": r["seed"],
+                "scenario": r["scenario"],
+                "profile": r["profile"],
+                "invariant": r["invariant"],
+                "message": r["message"],
+                "records": r["records"],
+                "replay": r["replay"],
+            }
+            for r in rep.failures
+        ],
+        "violations_by_invariant": rep.violations_by_invariant(),
+        "results": [
+            {k: r[k] for k in ("seed", "scenario", "verdict", "trace_hash", "runs", "boots",
+                               "virtual_s", "fired")}
+            for r in rep.results
+        ],
+        "coverage": rep.coverage(),
+        "coverage_gaps": rep.gaps(),
+    }
+
+
+def campaign_junit(rep: Any, profile: str) -> str:
+    suites = ET.Element("testsuites", name="harness campaign")
+    by_scenario: dict[str, list[dict[str, Any]]] = {}
+    for r in rep.results:
+        by_scenario.setdefault(r["scenario"], []).append(r)
+    for scenario, results in sorted(by_scenario.items()):
+        failures = [r for r in results if r["verdict"] != "ok"]
+        suite = ET.SubElement(
+            suites, "testsuite", name=f"{scenario}[{profile}]", tests=str(len(results)),
+            failures=str(len(failures)),
+            time=f"{sum(r['wall_s'] for r in results):.3f}",
+        )
+        for r in sorted(results, key=lambda r: r["seed"]):
+            case = ET.SubElement(suite, "testcase", classname=f"{scenario}.{profile}",
+                                 name=f"seed-{r['seed']}", time=f"{r['wall_s']:.3f}")
+            if r["verdict"] != "ok":
+                fail = ET.SubElement(case, "failure", type=str(r["invariant"]),
+                                     message=str(r["message"]))
+                fail.text = f"replay: {r['replay']}"
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1d2330}
+h1{font-size:1.4rem} table{border-collapse:collapse;margin:1rem 0}
+td,th{border:1px solid #ccd;padding:.25rem .6rem;text-align:left;font-size:.9rem}
+th{background:#eef} .bad{background:#fdd;font-weight:bold} .ok{color:#176b2c}
+.heat td.n{text-align:right} code{background:#f4f4f8;padding:0 .2rem}
+.lane{display:flex;align-items:center;margin:2px 0}
+.lane .name{width:7rem;font-size:.8rem}
+.lane .track{position:relative;flex:1;height:18px;background:#f4f5fa;border-radius:3px}
+.mark{position:absolute;top:2px;width:6px;height:14px;border-radius:2px;cursor:pointer}
+.fault{background:#e8a317}.crash{background:#c62828;width:4px}.tx{background:#3a6ea5}
+.hop{background:#2e7d32}.client{background:#7b1fa2}.violation{background:#000;width:8px}
+#history{white-space:pre;font-family:monospace;font-size:.8rem;background:#f6f6fa;padding:.5rem}
+"""
+
+
+def _page(title: str, body: str, script: str = "") -> str:
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body>{body}<script>{script}</script></body></html>\n"
+    )
+
+
+def campaign_html(doc: dict[str, Any]) -> str:
+    rows = "".join(
+        f"<tr class=bad data-invariant='{html.escape(str(v['invariant']))}'>"
+        f"<td>{html.escape(str(v['invariant']))}</td><td>{v['seed']}</td>"
+        f"<td>{html.escape(str(v['scenario']))}</td><td>{html.escape(str(v['message']))}</td>"
+        f"<td><code>{html.escape(v['replay'])}</code></td></tr>"
+        for v in doc["violations"]
+    ) or "<tr><td colspan=5 class=ok>every invariant held</td></tr>"
+    points = doc["coverage"]["points"]
+    top = max([c["fires"] for c in points.values()] + [1])
+    heat = "".join(
+        f"<tr><td>{html.escape(p)}</td><td class=n>{c['hits']}</td>"
+        f"<td class=n style='background:rgba(198,40,40,{c['fires'] / top:.2f})'>{c['fires']}</td>"
+        f"<td>{'catalogued' if p in CATALOGUE else 'seam'}</td></tr>"
+        for p, c in points.items()
+    )
+    by_inv = "".join(
+        f"<tr class=bad id='inv-{html.escape(k)}'><td>{html.escape(k)}</td><td>{n}</td>"
+        f"<td>{html.escape(INVARIANTS[k].rule if k in INVARIANTS else k)}</td></tr>"
+        for k, n in doc["violations_by_invariant"].items()
+    )
+    ratio = doc["virtual_s"] / doc["wall_s"] if doc["wall_s"] else 0
+    body = (
+        f"<h1>Campaign: {html.escape(', '.join(doc['scenarios']))} ({doc['profile']})</h1>"
+        f"<p>{doc['seeds']} seeds, {doc['runs_simulated']} Runs simulated, "
+        f"{doc['virtual_s']:,.0f} virtual s in {doc['wall_s']:,.1f} wall s "
+        f"({ratio:,.0f}x).</p>"
+        f"<h2>Violations by invariant</h2><table><tr><th>invariant</th><th>seeds</th>"
+        f"<th>rule</th></tr>{by_inv or '<tr><td colspan=3 class=ok>none</td></tr>'}</table>"
+        f"<h2>Violations</h2><table><tr><th>invariant</th><th>seed</th><th>scenario</th>"
+        f"<th>message</th><th>replay</th></tr>{rows}</table>"
+        f"<h2>Fault-point coverage</h2><table class=heat><tr><th>point</th><th>hits</th>"
+        f"<th>fires</th><th>kind</th></tr>{heat}</table>"
+        f"<p>Coverage gaps: {html.escape(', '.join(doc['coverage_gaps']) or 'none')}</p>"
+    )
+    return _page("harness campaign", body)
+
+
+def replay_html(result: SimResult) -> str:
+    """One self-contained timeline: a lane per boot and actor, marks per event."""
+    records = [json.loads(line) for line in result.trace_lines]
+    end = max([r["t"] for r in records] + [1.0])
+    lanes: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        lane = f"boot {r['boot']}" if r["actor"] in ("world", "broker", "relay") else r["actor"]
+        lanes.setdefault(lane, []).append(r)
+    histories: dict[str, list[str]] = {}
+    for r in records:
+        rid = _run_of(r)
+        if rid:
+            data = json.dumps(r["data"], sort_keys=True)
+            line = f"t={r['t']:g} boot {r['boot']} {r['event']} {data}"
+            histories.setdefault(rid, []).append(line)
+    marks = []
+    for lane, recs in lanes.items():
+        dots = "".join(
+            f"<span class='mark {_cls(r)}' style='left:{100 * r['t'] / end:.3f}%' "
+            f"title='{html.escape(r['event'])} t={r['t']:g}' "
+            f"data-run='{_run_of(r) or ''}'></span>"
+            for r in recs
+        )
+        marks.append(f"<div class=lane><span class=name>{html.escape(lane)}</span>"
+                     f"<div class=track>{dots}</div></div>")
+    v = result.violation
+    verdict = (
+        f"<div class=bad id='violation' data-invariant='{html.escape(v.invariant)}'>"
+        f"violated: {html.escape(v.invariant)}: {html.escape(v.message)}</div>"
+        if v else f"<div class=ok id=verdict>verdict: {html.escape(result.verdict)}</div>"
+    )
+    body = (
+        f"<h1>Replay: {html.escape(result.scenario)} seed {result.seed} ({result.profile})</h1>"
+        f"<p>trace-hash <code>{result.trace_hash}</code>; {result.runs} Runs, "
+        f"{result.boots} boots, {len(result.fired.faults)} faults; {end:g} virtual s.</p>"
+        f"{verdict}<h2>Timeline</h2>{''.join(marks)}"
+        "<p>Click a mark to see its Run's record history.</p><div id=history></div>"
+    )
+    script = (
+        f"const H={json.dumps(histories, sort_keys=True)};"
+        "document.querySelectorAll('.mark').forEach(m=>m.addEventListener('click',()=>{"
+        "const r=m.dataset.run;document.getElementById('history').textContent="
+        "r?('Run '+r+'\\n'+(H[r]||[]).join('\\n')):m.title;}));"
+    )
+    return _page(f"replay seed {result.seed}", body, script)
+
+
+def _run_of(record: dict[str, Any]) -> str | None:
+    data = record["data"]
+    for key in ("run_id", "run"):
+        if data.get(key):
+            return str(data[key])
+    k = data.get("key")
+    if isinstance(k, str) and k.startswith("run:"):
+        return k.split(":")[1]
+    ident = data.get("identity")
+    if isinstance(ident, str):
+        return ident.split(":")[0]
+    return None
+
+
+def _cls(record: dict[str, Any]) -> str:
+    event = record["event"]
+    if event == "violation":
+        return "violation"
+    if event == "boot.crash":
+        return "crash"
+    if event.startswith("fault"):
+        return "fault"
+    if record["actor"] == "client":
+        return "client"
+    if event.startswith("job.") or event.startswith("effect"):
+        return "hop"
+    return "tx"

@@ -1,0 +1,33 @@
+"""The long campaign, run in its own CI step (`pytest -m campaign`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.faults import CATALOGUE
+
+pytestmark = pytest.mark.campaign
+
+
+def test_basic_campaign_500_seeds_holds_and_covers_every_kind(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "campaign", "--scenario", "basic",
+         "--seeds", "1-500", "--jobs", "2", "--json", str(report)],
+        capture_output=True, text=True, timeout=1800,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(report.read_text())
+    assert doc["violations"] == []
+    kinds = doc["coverage"]["kinds"]
+    for kind in ("crash", "publish_fail", "ack_lost", "duplicate_delivery", "delayed_delivery",
+                 "ledger_transient", "ledger_ambiguous", "ledger_latency"):
+        assert kinds.get(kind, 0) > 0, kind
+    points = doc["coverage"]["points"]
+    for point in CATALOGUE:
+        assert points.get(point, {}).get("hits", 0) > 0, point
