@@ -10,13 +10,14 @@ server for one test, dropped afterwards.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
 
 from harness.pg import PostgresUnavailable, Provisioned, fresh_database, provision, required
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """Skip, or fail under HARNESS_REQUIRE_PG=1."""
     if required():
         pytest.fail(reason, pytrace=False)
