@@ -1,0 +1,95 @@
+"""The PostgreSQL queue facade the Vessel installs in front of SAQ.
+
+`VesselQueue` is a `saq.queue.postgres.PostgresQueue` with two changes, both
+required by seed 000_81a5c720b14d934a.txt:
+
+- "Cancellation, mutation, and recovery" (shutdown paragraph): the facade is
+  in place before `connect()`, and when SAQ has opened the pool it manages
+  but schema initialisation fails before the queue marks itself connected,
+  the facade closes that pool itself. SAQ's own `disconnect()` is a no-op
+  until the connected flag is set, so without this the partial owner leaks.
+- "Admission and exact claim" (hop keys are never reused): SAQ's insert
+  revives a finished key when the new `scheduled` second is later than the
+  stored one. The facade's insert never replaces an existing row, whatever
+  its status, so a key names one job for as long as its row exists.
+
+Everything else (dequeue order, abort, sweep, job updates) is SAQ's own code
+on SAQ's own tables. This module is asyncio-only, like SAQ and psycopg.
+"""
+
+from __future__ import annotations
+
+import logging
+from textwrap import dedent
+
+import anyio
+from psycopg.sql import SQL
+from saq.job import Job
+from saq.queue.postgres import ENQUEUE, PostgresQueue
+from saq.utils import now_seconds
+
+log = logging.getLogger(__name__)
+
+POOL_CLOSE_TIMEOUT_S = 5.0
+
+_INSERT_ONCE = dedent(
+    """
+    INSERT INTO {jobs_table} (key, job, queue, status, priority, group_key, scheduled)
+    VALUES (%(key)s, %(job)s, %(queue)s, %(status)s, %(priority)s, %(group_key)s, %(scheduled)s)
+    ON CONFLICT (key) DO NOTHING
+    RETURNING 1
+    """
+)
+
+
+class VesselQueue(PostgresQueue):
+    """A SAQ PostgreSQL queue that never leaks a half-opened pool or reuses a key."""
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    async def connect(self) -> None:
+        """Open the managed pool, initialise SAQ's schema, mark the queue connected.
+
+        On any failure before the connected flag is set (including
+        cancellation), a pool this queue manages is closed before the error
+        propagates, so the caller never has to disconnect a queue that never
+        connected.
+        """
+        if self._connected:
+            return
+        try:
+            await super().connect()
+        except BaseException:
+            if self._manage_pool_lifecycle and not self._connected:
+                await self._close_partial_pool()
+            raise
+
+    async def _close_partial_pool(self) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.pool.close(timeout=POOL_CLOSE_TIMEOUT_S)
+            except Exception as exc:  # the original error is the one worth raising
+                log.warning("closing the pool of queue %s after a failed connect: %r",
+                            self.name, exc)
+
+    async def _enqueue(self, job: Job) -> Job | None:
+        """Insert `job` unless its key exists in any status; notify workers when inserted."""
+        async with self.pool.connection() as conn, conn.cursor() as cursor:
+            await cursor.execute(
+                SQL(_INSERT_ONCE).format(jobs_table=self.jobs_table),
+                {
+                    "key": job.key,
+                    "job": self.serialize(job),
+                    "queue": self.name,
+                    "status": job.status,
+                    "priority": job.priority,
+                    "group_key": job.group_key,
+                    "scheduled": job.scheduled or int(now_seconds()),
+                },
+            )
+            if await cursor.fetchone() is None:
+                return None
+            await self._notify(ENQUEUE, connection=conn)
+        return job
