@@ -5,10 +5,14 @@ What it reproduces of SAQ's PostgreSQL queue (NOTES-dependencies.md):
   finished key is not silently reused (publish returns False);
 - lower priority values are dequeued first, ties in publish order;
 - statuses queued, active, aborting, aborted, failed, complete;
-- abort: a queued job is aborted at once; otherwise it becomes aborting and
-  only the worker running it cancels the hop (polled every second);
+- abort: a queued job is aborted at once; an active or aborting one becomes
+  aborting (which, like SAQ's update, refreshes its heartbeat) and only the
+  worker running it cancels the hop (polled every second); the job then ends
+  aborted with the abort's reason as its error; a finished job is left as it
+  is (SaqBroker's abort is guarded the same way);
 - a running job is touched by its hop; a sweep every 60 s aborts active or
-  aborting jobs untouched for longer than their heartbeat (error "swept");
+  aborting jobs untouched for longer than their heartbeat (error "swept"),
+  and a hop still running for a swept job is cancelled by its worker;
 - retries=0: a swept or failed job is never re-queued.
 
 `serve_queue` is written against `BrokerOps`, the broker's primitive
@@ -106,8 +110,8 @@ class MemoryBroker:
             return None
         if job.info.status is JobStatus.QUEUED:
             self._set(job, status=JobStatus.ABORTED, error=reason)
-        elif job.info.status is not JobStatus.ABORTED:
-            self._set(job, status=JobStatus.ABORTING, error=reason)
+        elif not job.info.status.finished:
+            self._set(job, status=JobStatus.ABORTING, error=reason, touched_at=self._now())
         return job.info
 
     async def touch(self, key: str) -> None:
@@ -213,7 +217,7 @@ async def serve_queue(
 async def _run_job(
     ops: BrokerOps, job: JobInfo, handler: HopHandler, limiter: anyio.Semaphore
 ) -> None:
-    aborted = anyio.Event()
+    aborted: list[str] = []
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_abort, ops, job.key, tg.cancel_scope, aborted)
@@ -225,20 +229,24 @@ async def _run_job(
             else:
                 await ops.finish(job.key, JobStatus.COMPLETE)
             tg.cancel_scope.cancel()
-        if aborted.is_set():
-            await ops.finish(job.key, JobStatus.ABORTED, error="aborted")
+        if aborted:
+            await ops.finish(job.key, JobStatus.ABORTED, error=aborted[0])
     finally:
         limiter.release()
 
 
 async def _watch_abort(
-    ops: BrokerOps, key: str, scope: anyio.CancelScope, aborted: anyio.Event
+    ops: BrokerOps, key: str, scope: anyio.CancelScope, aborted: list[str]
 ) -> None:
-    """The worker's abort timer: cancel the hop once its job is marked aborting."""
+    """The worker's abort timer: cancel the hop once its job is aborting or aborted.
+
+    Like SAQ's worker, an aborted job (a sweep) cancels a hop still running
+    too; the reason recorded is the job's error ("abort" when it has none).
+    """
     while True:
         await anyio.sleep(ABORT_POLL_S)
         info = await ops.probe(key)
-        if info is not None and info.status is JobStatus.ABORTING:
-            aborted.set()
+        if info is not None and info.status in (JobStatus.ABORTING, JobStatus.ABORTED):
+            aborted.append(info.error or "abort")
             scope.cancel()
             return
