@@ -27,6 +27,15 @@ CLAIM_COMMITTED = "claim.committed"
 EFFECT_APPLIED = "effect.applied"
 SETTLE_TERMINAL_COMMITTED = "settle.terminal_committed"
 RECONCILE_STARTED = "reconcile.started"
+CONSENT_CHECKPOINT_SAVED = "consent.checkpoint_saved"
+CONSENT_ROW_SAVED = "consent.row_saved"
+CONSENT_DECIDED = "consent.decided"
+READMIT_COMMITTED = "readmit.committed"
+DELEGATE_CHECKPOINT_SAVED = "delegate.checkpoint_saved"
+DELEGATE_SUBMITTED = "delegate.submitted"
+HARDWARE_AWAITING = "hardware.awaiting"
+CANCEL_CANCELLING_COMMITTED = "cancel.cancelling_committed"
+CANCEL_CONTAINED = "cancel.contained"
 
 CATALOGUE: dict[str, FaultPoint] = {
     p.name: p
@@ -60,6 +69,51 @@ CATALOGUE: dict[str, FaultPoint] = {
             SETTLE_TERMINAL_COMMITTED,
             "terminal status committed; evidence and cleanup not yet done",
             "terminal truth stands; the Run never runs again",
+        ),
+        FaultPoint(
+            CONSENT_CHECKPOINT_SAVED,
+            "checkpoint naming a new consent saved; no consent row yet",
+            "no consent exists: the Run is contained and fails as lost",
+        ),
+        FaultPoint(
+            CONSENT_ROW_SAVED,
+            "checkpoint and consent row saved; the Run is not parked",
+            "startup parks AWAITING_CONSENT with exactly that consent",
+        ),
+        FaultPoint(
+            CONSENT_DECIDED,
+            "a verdict committed; the Run is not yet re-admitted",
+            "the consent relay re-fires the decided consent: one resume",
+        ),
+        FaultPoint(
+            READMIT_COMMITTED,
+            "a wait re-admitted the Run with a new PENDING hop; nothing published",
+            "the delivery relay publishes that hop; its key is never reused",
+        ),
+        FaultPoint(
+            DELEGATE_CHECKPOINT_SAVED,
+            "checkpoint naming a new agent job saved; no job row yet",
+            "no job exists: the Run is contained and fails as lost",
+        ),
+        FaultPoint(
+            DELEGATE_SUBMITTED,
+            "agent job recorded and submitted; the Run is not parked",
+            "startup parks AWAITING_DELEGATE; resumes only on that job's terminal result",
+        ),
+        FaultPoint(
+            HARDWARE_AWAITING,
+            "a live hop waits for hardware (AWAITING_HARDWARE)",
+            "the Run fails as lost; its hardware budget is never reset",
+        ),
+        FaultPoint(
+            CANCEL_CANCELLING_COMMITTED,
+            "CANCELLING committed; containment not yet acknowledged",
+            "startup retries containment; CANCELLED only after it",
+        ),
+        FaultPoint(
+            CANCEL_CONTAINED,
+            "containment acknowledged; CANCELLED not yet committed",
+            "startup repeats containment and then finishes the cancellation",
         ),
         FaultPoint(
             RECONCILE_STARTED,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from runtime import faults
-from runtime.models import Run
+from runtime.models import AgentJob, Consent, Run
 from runtime.seams import Deps
 
 
@@ -15,6 +16,13 @@ class HopContext:
     deps: Deps
     run: Run
     seq: int
+    consent: Consent | None = None
+    """The decided consent this hop resumed from, read from the ledger."""
+    agent_job: AgentJob | None = None
+    """The terminal agent job this hop resumed from, read from the ledger."""
+
+    def resumed_with(self, **waits: Any) -> HopContext:
+        return dataclasses.replace(self, **waits)
 
     def effect_identity(self, name: str) -> str:
         """The idempotency identity of an external effect: stable across hops of a Run."""

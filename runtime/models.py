@@ -196,9 +196,91 @@ class Step(Frozen):
     created_at: datetime
 
 
+
+
+class ConsentStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    APPROVED = "APPROVED"
+    DENIED = "DENIED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def decided(self) -> bool:
+        return self in (ConsentStatus.APPROVED, ConsentStatus.DENIED)
+
+
+class Consent(Frozen):
+    """A human verdict a Run waits for (seed 000, "Events, settlement, and waits").
+
+    `owner` is the principal allowed to decide; a decision records who decided
+    and when. The identity exists before the checkpoint that refers to it.
+    """
+
+    id: UUID
+    run_id: UUID
+    seq: int = Field(ge=0, description="the hop that asked")
+    node: str
+    prompt: str = ""
+    owner: str
+    status: ConsentStatus = ConsentStatus.PENDING
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    created_at: datetime
+
+
+class AgentJobStatus(enum.StrEnum):
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    LOST = "LOST"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (
+            AgentJobStatus.SUCCEEDED,
+            AgentJobStatus.FAILED,
+            AgentJobStatus.LOST,
+            AgentJobStatus.CANCELLED,
+        )
+
+
+class AgentJob(Frozen):
+    """Work delegated to another agent runtime, owned by exactly one Run wait."""
+
+    id: UUID
+    run_id: UUID
+    seq: int = Field(ge=0)
+    node: str
+    request: dict[str, Any] = Field(default_factory=dict)
+    status: AgentJobStatus = AgentJobStatus.SUBMITTED
+    result: dict[str, Any] | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class CheckpointRecord(Frozen):
+    """One Run's checkpoint document, stored whole (one JSONB document per Run)."""
+
+    run_id: UUID
+    seq: int = Field(ge=0, description="the hop that wrote it")
+    document: dict[str, Any]
+    consent_id: UUID | None = Field(
+        default=None, description="the consent its first resumable snapshot binds"
+    )
+    agent_job_id: UUID | None = Field(
+        default=None, description="the agent job its first resumable snapshot binds"
+    )
+    updated_at: datetime
+
+
 class LedgerDump(Frozen):
     """Every record of a ledger, in a canonical order: what checkers and receipts read."""
 
     runs: list[Run]
     deliveries: list[RunDelivery]
     steps: list[Step]
+    consents: list[Consent] = Field(default_factory=list)
+    agent_jobs: list[AgentJob] = Field(default_factory=list)
+    checkpoints: list[CheckpointRecord] = Field(default_factory=list)

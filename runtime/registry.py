@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from runtime.errors import InvalidIntent, UnknownPattern
 from runtime.models import Intent
 
@@ -20,8 +22,9 @@ if TYPE_CHECKING:
 
 QUEUES = ("runs", "rites")
 
-NodeFn = Callable[["HopContext", dict[str, Any]], Awaitable[dict[str, Any]]]
-"""A node takes the hop context and the state so far and returns the new state."""
+NodeFn = Callable[["HopContext", Any], Awaitable[Any]]
+"""A node takes the hop context and the state so far and returns the new state,
+or `(state, transition)` (runtime.graph.transitions)."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,42 @@ class Pattern:
     version: int
     nodes: tuple[Node, ...]
     queue: str | None = None
+    state_model: type[BaseModel] | None = None
+    """Typed state; None keeps the state a plain JSON dict."""
 
     def __post_init__(self) -> None:
         if not self.nodes:
             raise ValueError(f"Pattern {self.name} has no nodes")
+
+    @property
+    def start(self) -> str:
+        return self.nodes[0].name
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"Pattern {self.name}@{self.version} has no node {name!r}")
+
+    def after(self, name: str) -> str | None:
+        names = [n.name for n in self.nodes]
+        i = names.index(name)
+        return names[i + 1] if i + 1 < len(names) else None
+
+    def initial_state(self, content: dict[str, Any]) -> Any:
+        return self.decode(dict(content))
+
+    def decode(self, data: dict[str, Any]) -> Any:
+        """Typed state from its JSON form; raises pydantic.ValidationError."""
+        if self.state_model is None:
+            return dict(data)
+        return self.state_model.model_validate(data)
+
+    @staticmethod
+    def encode(state: Any) -> dict[str, Any]:
+        if isinstance(state, BaseModel):
+            return state.model_dump(mode="json")
+        return dict(state)
 
 
 @dataclass

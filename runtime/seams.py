@@ -20,7 +20,11 @@ from pydantic import BaseModel, ConfigDict
 
 from runtime.models import (
     Admission,
+    AgentJob,
+    AgentJobStatus,
+    CheckpointRecord,
     Claim,
+    Consent,
     LedgerDump,
     Run,
     RunDelivery,
@@ -146,6 +150,102 @@ class Ledger(Protocol):
 
     async def steps(self, run_id: UUID) -> list[Step]: ...
 
+    # -- checkpoints (seed 003, "What crosses the threshold") ------------------
+
+    async def save_checkpoint(self, record: CheckpointRecord) -> bool:
+        """Replace the Run's one document; only while the Run is RUNNING or
+        AWAITING_HARDWARE at `record.seq` (an old hop cannot overwrite)."""
+        ...
+
+    async def load_checkpoint(self, run_id: UUID) -> CheckpointRecord | None: ...
+
+    async def delete_checkpoint(self, run_id: UUID) -> bool:
+        """Idempotent; only a terminal Run's checkpoint is deleted."""
+        ...
+
+    # -- consent (seed 000, "Events, settlement, and waits") -------------------
+
+    async def create_consent(self, consent: Consent) -> Consent | None:
+        """Insert once (a repeat returns the stored row); fenced like a checkpoint."""
+        ...
+
+    async def get_consent(self, consent_id: UUID) -> Consent | None: ...
+
+    async def consents_of(self, run_id: UUID) -> list[Consent]:
+        """A Run's consents, oldest first."""
+        ...
+
+    async def park_consent(
+        self, run_id: UUID, seq: int, consent_id: UUID, now: datetime
+    ) -> Run | None:
+        """Verify checkpoint and consent bind this Run, then RUNNING -> AWAITING_CONSENT
+        with `consent_id` and settle the claimed delivery, in one transaction."""
+        ...
+
+    async def decide_consent(
+        self, consent_id: UUID, approve: bool, principal: str, now: datetime
+    ) -> Consent | None:
+        """PENDING -> APPROVED | DENIED; a decided or cancelled consent is returned as is."""
+        ...
+
+    async def cancel_consent(self, consent_id: UUID, now: datetime) -> Consent | None:
+        """PENDING -> CANCELLED; anything else returned as is."""
+        ...
+
+    async def readmit_after_consent(
+        self, run_id: UUID, consent_id: UUID, now: datetime
+    ) -> RunDelivery | None:
+        """The owner CAS: AWAITING_CONSENT on exactly this decided, non-cancelled
+        consent -> QUEUED with a fresh PENDING resume delivery at seq + 1."""
+        ...
+
+    # -- delegation (seed 000, "Delegated AgentJob labor") -------------------
+
+    async def create_agent_job(self, job: AgentJob) -> AgentJob | None: ...
+
+    async def get_agent_job(self, job_id: UUID) -> AgentJob | None: ...
+
+    async def agent_jobs_of(self, run_id: UUID) -> list[AgentJob]: ...
+
+    async def record_agent_job(
+        self,
+        job_id: UUID,
+        status: AgentJobStatus,
+        result: dict[str, Any] | None,
+        now: datetime,
+    ) -> AgentJob | None:
+        """Record what the agent runtime reported; terminal truth is kept
+        (only LOST may still become CANCELLED after containment)."""
+        ...
+
+    async def park_delegate(
+        self, run_id: UUID, seq: int, job_id: UUID, now: datetime
+    ) -> Run | None: ...
+
+    async def readmit_after_delegate(
+        self, run_id: UUID, job_id: UUID, now: datetime
+    ) -> RunDelivery | None:
+        """The owner CAS for a terminal job owning the current wait."""
+        ...
+
+    # -- hardware stasis (seed 003, "Three boundaries") -------------------------
+
+    async def await_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None: ...
+
+    async def resume_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None: ...
+
+    # -- cancellation (seed 000, "Cancellation, mutation, and recovery") -------
+
+    async def begin_cancel(self, run_id: UUID, now: datetime) -> Run | None:
+        """Nonterminal -> CANCELLING, freezing its delivery generation; a
+        terminal or already CANCELLING Run is returned as is."""
+        ...
+
+    async def finish_cancel(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
+        """CANCELLING at `seq` -> CANCELLED, closing that delivery and any
+        pending consent; None when the Run is elsewhere."""
+        ...
+
     async def dump(self) -> LedgerDump:
         """Everything, ordered by (created_at, id) and sequence: for checkers, not hot paths."""
         ...
@@ -230,6 +330,39 @@ class EffectSink(Protocol):
         ...
 
 
+class AgentJobReport(BaseModel):
+    """What the agent runtime says of one job, looked up by its durable identity."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: AgentJobStatus
+    result: dict[str, Any] | None = None
+
+
+class AgentRuntime(Protocol):
+    """Delegated labour (seed 000, "Delegated AgentJob labor")."""
+
+    async def submit(self, job: AgentJob) -> None:
+        """Idempotent by `job.id`: a known job is adopted, never started twice."""
+        ...
+
+    async def lookup(self, job_id: UUID) -> AgentJobReport | None:
+        """None when the runtime does not know the job."""
+        ...
+
+    async def cancel(self, job_id: UUID) -> bool:
+        """Contain the job; True only when the runtime acknowledges it stopped."""
+        ...
+
+
+class Orchestrator(Protocol):
+    """Owner of hardware readiness (seed 003)."""
+
+    async def converge(self, capability: str) -> None:
+        """Return once `capability` is ready; raise when it cannot be."""
+        ...
+
+
 @dataclass(frozen=True)
 class Deps:
     """The world of one process incarnation, passed to every component."""
@@ -241,3 +374,5 @@ class Deps:
     faults: FaultPoints
     effects: EffectSink
     boot_id: str
+    agents: AgentRuntime | None = None
+    orchestrator: Orchestrator | None = None

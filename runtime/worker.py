@@ -14,18 +14,20 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 from uuid import UUID
 
 import anyio
 
 from runtime import faults
+from runtime.graph.runner import GraphRunner
 from runtime.hop import HopContext
 from runtime.keys import hop_key
-from runtime.models import Run, RunStatus, Settlement
-from runtime.registry import QUEUES, Node, WorkflowRegistry
+from runtime.models import Run, RunDelivery, RunStatus, Settlement
+from runtime.registry import QUEUES, WorkflowRegistry
 from runtime.retry import retrying
 from runtime.seams import Deps
+from runtime.stasis.waits import Parked
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,6 +39,7 @@ PINNED_PATTERN_UNAVAILABLE = "pinned Pattern unavailable"
 class HopOutcome(enum.StrEnum):
     SKIPPED = "skipped"
     SETTLED = "settled"
+    PARKED = "parked"
     FENCED = "fenced"
 
 
@@ -81,49 +84,53 @@ class Worker:
         if not claim.claimed or claim.run is None:
             return HopOutcome.SKIPPED
         await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
-        outcome: list[Settlement] = []
+        outcome: list[Settlement | Parked] = []
         try:
-            await self._execute(claim.run, seq, outcome)
+            await self._execute(claim.run, claim.delivery, outcome)
         finally:
             # Once the nodes have produced an outcome it is settled even if the
             # hop is cancelled now (for instance while the touch task group
             # unwinds): the cancellation still propagates afterwards.
             settled = None
-            if outcome:
+            if outcome and isinstance(outcome[0], Settlement):
+                settlement = outcome[0]
                 with anyio.CancelScope(shield=True):
                     settled = await self._ledger(
-                        lambda: ledger.settle_run(run_id, seq, outcome[0], clock.now())
+                        lambda: ledger.settle_run(run_id, seq, settlement, clock.now())
                     )
+        if outcome and isinstance(outcome[0], Parked):
+            return HopOutcome.FENCED if outcome[0].fenced else HopOutcome.PARKED
         if settled is None:
             return HopOutcome.FENCED
         await self.deps.faults.point(faults.SETTLE_TERMINAL_COMMITTED, run_id=run_id, seq=seq)
+        await self._cleanup(run_id)
         return HopOutcome.SETTLED
 
-    async def _execute(self, run: Run, seq: int, outcome: list[Settlement]) -> None:
-        """Run the pinned Pattern's nodes; append the terminal outcome as soon as known."""
+    async def _execute(
+        self, run: Run, delivery: RunDelivery | None, outcome: list[Settlement | Parked]
+    ) -> None:
+        """Run one hop of the pinned Pattern; append its outcome as soon as it is known."""
         pattern = self.registry.pinned(run.pattern, run.pattern_version)
-        if pattern is None:
+        if pattern is None or delivery is None:
             outcome.append(Settlement(status=RunStatus.FAILED, error=PINNED_PATTERN_UNAVAILABLE))
             return
-        ctx = HopContext(self.deps, run, seq)
+        ctx = HopContext(self.deps, run, delivery.seq)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._touch, hop_key(run.id, seq))
+            tg.start_soon(self._touch, hop_key(run.id, delivery.seq))
             try:
-                state = await self._run_nodes(ctx, pattern.nodes, dict(run.intent.content))
-                outcome.append(Settlement(status=RunStatus.DONE, result=state))
+                outcome.append(await GraphRunner(ctx, pattern).run(delivery))
             except Exception as exc:
                 outcome.append(
                     Settlement(status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
                 )
             tg.cancel_scope.cancel()
 
-    @staticmethod
-    async def _run_nodes(
-        ctx: HopContext, nodes: tuple[Node, ...], state: dict[str, Any]
-    ) -> dict[str, Any]:
-        for node in nodes:
-            state = await node.run(ctx, state)
-        return state
+    async def _cleanup(self, run_id: UUID) -> None:
+        """Best-effort stasis deletion, only after terminal truth committed."""
+        try:
+            await self.deps.ledger.delete_checkpoint(run_id)
+        except Exception as exc:  # startup's cleanup paging retries it
+            log.warning("checkpoint of %s not deleted: %s", run_id, exc)
 
     async def _touch(self, key: str) -> None:
         while True:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -25,7 +25,7 @@ from runtime.patterns import default_registry
 from runtime.recovery.reconcile import reconcile_runs
 from runtime.recovery.relay import DeliveryRelay
 from runtime.registry import WorkflowRegistry
-from runtime.seams import Deps
+from runtime.seams import Deps, Ledger
 from runtime.worker import Lanes, Worker
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
@@ -66,7 +66,7 @@ class Boot:
         self.deps = Deps(
             clock=world.clock,
             entropy=world.entropy,
-            ledger=SimLedger(self, world.ledger),
+            ledger=cast(Ledger, SimLedger(self, world.ledger)),
             broker=SimBroker(self, world.broker),
             faults=SimFaultPoints(self),
             effects=SimEffects(self, world.effects),

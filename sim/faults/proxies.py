@@ -9,8 +9,7 @@ so a call that was parked when its boot died still has no effect.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
@@ -21,16 +20,6 @@ from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
 from runtime.faults import CATALOGUE
-from runtime.models import (
-    Admission,
-    Claim,
-    LedgerDump,
-    Run,
-    RunDelivery,
-    RunStatus,
-    Settlement,
-    Step,
-)
 from runtime.seams import HopHandler, JobInfo, JobStatus
 from sim.faults.plan import FaultKind
 
@@ -68,8 +57,27 @@ class _Guarded:
         return pf.fault, pf.amount
 
 
+LEDGER_READS = (
+    "get_run", "get_delivery", "deliveries", "runs_in_session", "page_runs", "steps", "dump",
+    "load_checkpoint", "get_consent", "consents_of", "get_agent_job", "agent_jobs_of",
+)
+LEDGER_WRITES = (
+    "admit_run", "release_held", "fail_held", "mark_published", "claim_delivery", "settle_run",
+    "rotate_delivery", "fail_orphan", "append_step", "save_checkpoint", "delete_checkpoint",
+    "create_consent", "park_consent", "decide_consent", "cancel_consent",
+    "readmit_after_consent", "create_agent_job", "record_agent_job", "park_delegate",
+    "readmit_after_delegate", "await_hardware", "resume_hardware", "begin_cancel",
+    "finish_cancel",
+)
+
+
 class SimLedger(_Guarded):
-    """The Ledger seam of one boot: MemoryLedger plus storage faults."""
+    """The Ledger seam of one boot: MemoryLedger plus storage faults.
+
+    Every Ledger method is generated below from LEDGER_READS/LEDGER_WRITES:
+    a read may see a transient error or latency; a write may also commit and
+    then report an error (ambiguous commit). Committed writes go to the checker.
+    """
 
     def __init__(self, boot: Boot, ledger: MemoryLedger) -> None:
         super().__init__(boot)
@@ -89,89 +97,20 @@ class SimLedger(_Guarded):
             raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
         return result
 
-    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
-        return await self._tx("admit_run", True, lambda: self.inner.admit_run(run, delivery))
 
-    async def get_run(self, run_id: UUID) -> Run | None:
-        return await self._tx("get_run", False, lambda: self.inner.get_run(run_id))
+def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
+    async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
+        inner = getattr(self.inner, name)
+        return await self._tx(name, write, lambda: inner(*args, **kwargs))
 
-    async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None:
-        return await self._tx("get_delivery", False, lambda: self.inner.get_delivery(run_id, seq))
+    method.__name__ = name
+    return method
 
-    async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
-        return await self._tx("deliveries", False, lambda: self.inner.deliveries(run_id))
 
-    async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        return await self._tx(
-            "release_held", True, lambda: self.inner.release_held(run_id, seq, now)
-        )
-
-    async def fail_held(
-        self, run_id: UUID, seq: int, reason: str, now: datetime
-    ) -> RunDelivery | None:
-        return await self._tx(
-            "fail_held", True, lambda: self.inner.fail_held(run_id, seq, reason, now)
-        )
-
-    async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        return await self._tx(
-            "mark_published", True, lambda: self.inner.mark_published(run_id, seq, now)
-        )
-
-    async def claim_delivery(
-        self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
-    ) -> Claim:
-        claim = await self._tx(
-            "claim_delivery",
-            True,
-            lambda: self.inner.claim_delivery(run_id, seq, boot_id, token, now),
-        )
-        return claim
-
-    async def settle_run(
-        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
-    ) -> Run | None:
-        return await self._tx(
-            "settle_run", True, lambda: self.inner.settle_run(run_id, seq, settlement, now)
-        )
-
-    async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        return await self._tx(
-            "rotate_delivery", True, lambda: self.inner.rotate_delivery(run_id, seq, now)
-        )
-
-    async def fail_orphan(
-        self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
-    ) -> Run | None:
-        return await self._tx(
-            "fail_orphan", True,
-            lambda: self.inner.fail_orphan(run_id, seq, boot_id, reason, now),
-        )
-
-    async def runs_in_session(self, session: str, limit: int) -> list[Run]:
-        return await self._tx(
-            "runs_in_session", False, lambda: self.inner.runs_in_session(session, limit)
-        )
-
-    async def page_runs(
-        self, statuses: Sequence[RunStatus], after: tuple[datetime, UUID] | None, limit: int
-    ) -> list[Run]:
-        return await self._tx(
-            "page_runs", False, lambda: self.inner.page_runs(statuses, after, limit)
-        )
-
-    async def append_step(
-        self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
-    ) -> Step:
-        return await self._tx(
-            "append_step", True, lambda: self.inner.append_step(run_id, seq, kind, data, now)
-        )
-
-    async def steps(self, run_id: UUID) -> list[Step]:
-        return await self._tx("steps", False, lambda: self.inner.steps(run_id))
-
-    async def dump(self) -> LedgerDump:
-        return await self._tx("dump", False, self.inner.dump)
+for _name in LEDGER_READS:
+    setattr(SimLedger, _name, _ledger_method(_name, write=False))
+for _name in LEDGER_WRITES:
+    setattr(SimLedger, _name, _ledger_method(_name, write=True))
 
 
 class SimBroker(_Guarded):

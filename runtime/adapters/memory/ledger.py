@@ -15,9 +15,13 @@ from typing import Any
 from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
+from runtime.adapters.memory.waits import WaitsMixin
 from runtime.models import (
     Admission,
+    AgentJob,
+    CheckpointRecord,
     Claim,
+    Consent,
     DeliveryState,
     LedgerDump,
     Run,
@@ -36,13 +40,19 @@ class MemorySnapshot:
     runs: dict[UUID, Run]
     deliveries: dict[tuple[UUID, int], RunDelivery]
     steps: dict[UUID, list[Step]]
+    consents: dict[UUID, Consent]
+    agent_jobs: dict[UUID, AgentJob]
+    checkpoints: dict[UUID, CheckpointRecord]
 
 
 @dataclass
-class MemoryLedger:
+class MemoryLedger(WaitsMixin):
     run_table: dict[UUID, Run] = field(default_factory=dict)
     delivery_table: dict[tuple[UUID, int], RunDelivery] = field(default_factory=dict)
     step_log: dict[UUID, list[Step]] = field(default_factory=dict)
+    consent_table: dict[UUID, Consent] = field(default_factory=dict)
+    agent_job_table: dict[UUID, AgentJob] = field(default_factory=dict)
+    checkpoint_table: dict[UUID, CheckpointRecord] = field(default_factory=dict)
 
     # -- whole-state copies -------------------------------------------------
 
@@ -51,12 +61,18 @@ class MemoryLedger:
             dict(self.run_table),
             dict(self.delivery_table),
             {k: list(v) for k, v in self.step_log.items()},
+            dict(self.consent_table),
+            dict(self.agent_job_table),
+            dict(self.checkpoint_table),
         )
 
     def restore(self, snap: MemorySnapshot) -> None:
         self.run_table = dict(snap.runs)
         self.delivery_table = dict(snap.deliveries)
         self.step_log = {k: list(v) for k, v in snap.steps.items()}
+        self.consent_table = dict(snap.consents)
+        self.agent_job_table = dict(snap.agent_jobs)
+        self.checkpoint_table = dict(snap.checkpoints)
 
     # -- admission ----------------------------------------------------------
 
@@ -256,16 +272,11 @@ class MemoryLedger:
         runs = sorted(self.run_table.values(), key=lambda r: (r.created_at, r.id))
         deliveries = sorted(self.delivery_table.values(), key=lambda d: (str(d.run_id), d.seq))
         steps = [s for rid in sorted(self.step_log, key=str) for s in self.step_log[rid]]
-        return LedgerDump(runs=runs, deliveries=deliveries, steps=steps)
-
-    # -- writes ---------------------------------------------------------------
-
-    def _put_run(self, run: Run, **changes: Any) -> Run:
-        new = run.model_copy(update=changes)
-        self.run_table[run.id] = new
-        return new
-
-    def _put_delivery(self, d: RunDelivery, **changes: Any) -> RunDelivery:
-        new = d.model_copy(update=changes)
-        self.delivery_table[(d.run_id, d.seq)] = new
-        return new
+        return LedgerDump(
+            runs=runs,
+            deliveries=deliveries,
+            steps=steps,
+            consents=sorted(self.consent_table.values(), key=lambda c: (c.created_at, c.id)),
+            agent_jobs=sorted(self.agent_job_table.values(), key=lambda j: (j.created_at, j.id)),
+            checkpoints=sorted(self.checkpoint_table.values(), key=lambda c: str(c.run_id)),
+        )
