@@ -1,0 +1,332 @@
+"""StepWriter: the ordered asynchronous tee from a Run's channel to its Step rows.
+
+Seed 000_81a5c720b14d934a.txt, "Events, settlement, and waits", in our words:
+
+* Non-token events become Step rows through `Ledger.append_step`, strictly
+  in publish order, by one writer task per Run; at most one append is in
+  flight. Token deltas (and resync boundaries) are live-only and never
+  written.
+* The writer's queue is bounded (`WRITER_QUEUE_LIMIT`): when it is full,
+  `write` (and so `RunChannel.publish`) waits. A slow `append_step` only
+  delays the chain; nothing is dropped while the chain is healthy.
+* Terminal paths `await barrier()`: it returns once every Step accepted so
+  far in the current writer generation is written, so recovery never
+  reports completion while the terminal Step is merely scheduled.
+* A failed append latches its failure on the writer generation: the rest of
+  that generation is not written (a later Step must never land ahead of a
+  missing one), and every barrier of that generation raises
+  `StepWriteFailed` carrying the same original error. This is evidence,
+  durable best effort: it never rolls back Run truth that already
+  committed, and no append is retried automatically (an append that failed
+  after committing would otherwise be written twice).
+* `repair(kind, data)` is the explicit, single-flight retry: it lets the
+  current generation settle, starts a fresh generation, reads the Run's
+  durable Steps (the ledger's sequence is the truth it reseeds from), and
+  appends the missing Step exactly once unless an earlier ambiguous append
+  already landed it. Its own failure latches on the fresh generation.
+* Metadata is deep-copied when accepted, so nothing a publisher or reader
+  does later changes what is persisted.
+
+The simulator stalls the writer or fails an append with a fault-injecting
+proxy around the Ledger seam; the writer only needs the two Step methods
+(`StepLedger`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, Self
+from uuid import UUID
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from runtime.events._signal import Signal
+from runtime.events.errors import StepWriteFailed, StepWriterClosed
+from runtime.events.model import Event
+from runtime.models import Step
+from runtime.seams import Clock
+
+WRITER_QUEUE_LIMIT = 256
+"""Steps accepted but not yet handed to the ledger, per writer."""
+
+
+class StepLedger(Protocol):
+    """The part of the Ledger seam the writer uses."""
+
+    async def append_step(
+        self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
+    ) -> Step: ...
+
+    async def steps(self, run_id: UUID) -> list[Step]: ...
+
+
+@dataclass
+class _Generation:
+    number: int
+    accepted: int = 0
+    settled: int = 0
+    written: int = 0
+    dropped: int = 0
+    failed_kind: str | None = None
+    error: Exception | None = None
+
+
+@dataclass
+class _Repair:
+    kind: str
+    data: dict[str, Any]
+    generation: _Generation | None = None
+    step: Step | None = None
+    done: bool = False
+    abandoned: bool = False
+
+
+@dataclass
+class _Item:
+    generation: _Generation
+    kind: str
+    data: dict[str, Any]
+    repair: _Repair | None = field(default=None)
+
+
+class StepWriter:
+    """The Step writer of one Run's hop: `async with StepWriter(...) as writer:`.
+
+    Entering starts the one writer task; leaving normally writes what is
+    still queued and then stops (bound it with the caller's own timeout if
+    the ledger may stall); leaving with an exception cancels the task.
+    """
+
+    def __init__(
+        self,
+        ledger: StepLedger,
+        clock: Clock,
+        run_id: UUID,
+        seq: int,
+        *,
+        capacity: int = WRITER_QUEUE_LIMIT,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("writer capacity must be positive")
+        self._ledger = ledger
+        self._clock = clock
+        self.run_id = run_id
+        self.seq = seq
+        self._capacity = capacity
+        self._queue: deque[_Item] = deque(maxlen=capacity)
+        self._gen = _Generation(1)
+        self._repair: _Repair | None = None
+        self._entered = False
+        self._closing = False
+        self._stopped = False
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._work = Signal()  # the writer task waits for items
+        self._room = Signal()  # writers wait for queue space
+        self._changed = Signal()  # barrier and repair waiters
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Number of the current writer generation (the first is 1)."""
+        return self._gen.number
+
+    @property
+    def failure(self) -> StepWriteFailed | None:
+        """The current generation's latched failure, if any."""
+        return self._failed(self._gen) if self._gen.error is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._entered and not self._closing and not self._stopped
+
+    @property
+    def pending(self) -> int:
+        """Steps accepted and not yet handed to the ledger."""
+        return len(self._queue)
+
+    # -- lifetime -------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise RuntimeError("a StepWriter runs once; make a new one")
+        self._entered = True
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        task_group.start_soon(self._run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._task_group is not None
+        self._closing = True
+        self._work.notify()
+        if exc_type is not None:
+            self._task_group.cancel_scope.cancel()
+        return await self._task_group.__aexit__(exc_type, exc, tb)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                while not self._queue:
+                    if self._closing:
+                        return
+                    await self._work.wait()
+                item = self._queue.popleft()
+                self._room.notify()
+                await self._process(item)
+        finally:
+            self._stopped = True
+            self._queue.clear()
+            self._room.notify()
+            self._changed.notify()
+
+    async def _process(self, item: _Item) -> None:
+        gen = item.generation
+        if gen.error is not None:
+            gen.dropped += 1  # latched: nothing may land behind the missing Step
+        else:
+            try:
+                if item.repair is not None:
+                    item.repair.step = await self._repair_once(item)
+                else:
+                    await self._ledger.append_step(
+                        self.run_id, self.seq, item.kind, item.data, self._clock.now()
+                    )
+            except Exception as exc:
+                gen.failed_kind, gen.error = item.kind, exc
+            else:
+                gen.written += 1
+        if item.repair is not None:
+            item.repair.done = True
+        gen.settled += 1
+        self._changed.notify()
+
+    async def _repair_once(self, item: _Item) -> Step:
+        for step in await self._ledger.steps(self.run_id):
+            if step.kind == item.kind and step.data == item.data:
+                return step  # an earlier, ambiguous append did land
+        return await self._ledger.append_step(
+            self.run_id, self.seq, item.kind, copy.deepcopy(item.data), self._clock.now()
+        )
+
+    # -- the tee ----------------------------------------------------------------
+
+    async def write(self, event: Event) -> None:
+        """Accept one event of this Run for persistence (token events are ignored).
+
+        Waits while the queue is full. Never raises for an append failure
+        (that is reported by `barrier`); raises StepWriterClosed when the
+        writer is not running.
+        """
+        if event.run_id != self.run_id:
+            raise ValueError(f"event of Run {event.run_id} given to the writer of {self.run_id}")
+        if not event.persisted:
+            return
+        await self._enqueue(_Item(self._gen, event.kind, copy.deepcopy(event.data)))
+
+    async def _enqueue(self, item: _Item) -> None:
+        await self._wait_room(item.kind)
+        self._push(item)
+
+    async def _wait_room(self, kind: str) -> None:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            if not self.running:
+                raise StepWriterClosed(self.run_id, f"write Step {kind!r}")
+            if len(self._queue) < self._capacity:
+                return
+            await self._room.wait()
+
+    def _push(self, item: _Item) -> None:
+        """Queue an item; callers have just seen room, with no await since."""
+        self._queue.append(item)
+        item.generation.accepted += 1
+        self._work.notify()
+
+    async def barrier(self) -> None:
+        """Wait until every Step accepted so far in this generation is written.
+
+        Raises StepWriteFailed (the generation's latched failure, for every
+        waiter alike) or StepWriterClosed when the writer stopped first.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        gen = self._gen
+        target = gen.accepted
+        while True:
+            if gen.error is not None:
+                raise self._failed(gen) from gen.error
+            if gen.settled >= target:
+                return
+            if self._stopped:
+                raise StepWriterClosed(self.run_id, "flush its Steps")
+            await self._changed.wait()
+
+    def _failed(self, gen: _Generation) -> StepWriteFailed:
+        assert gen.error is not None and gen.failed_kind is not None
+        return StepWriteFailed(self.run_id, gen.number, gen.failed_kind, gen.error)
+
+    # -- repair -------------------------------------------------------------------
+
+    async def repair(self, kind: str, data: Mapping[str, Any] | None = None) -> Step:
+        """Retry one missing Step exactly once, in a fresh writer generation.
+
+        Single-flight: a caller arriving while an identical repair is in
+        flight shares its outcome; a different repair waits for it first.
+        Returns the Step as the ledger holds it (already there, or appended
+        now); raises StepWriteFailed, latched on the fresh generation, when
+        that one attempt fails.
+        """
+        payload = copy.deepcopy(dict(data)) if data else {}
+        while (current := self._repair) is not None:
+            if current.done and current.kind == kind and current.data == payload:
+                return self._repaired(current)
+            if current.done or current.abandoned:
+                await self._changed.wait()  # its caller is leaving; then it is our turn
+            else:
+                await self._wait_repair(current)
+        mine = self._repair = _Repair(kind, payload)
+        try:
+            # The generation in flight settles first; its latched failure is what we answer.
+            with contextlib.suppress(StepWriteFailed):
+                await self.barrier()
+            await self._wait_room(kind)
+            # The fresh generation starts with the retried Step: no await until it is queued.
+            self._gen = mine.generation = _Generation(self._gen.number + 1)
+            self._push(_Item(self._gen, kind, copy.deepcopy(payload), mine))
+            await self._wait_repair(mine)
+            return self._repaired(mine)
+        finally:
+            if not mine.done:
+                mine.abandoned = True
+            if self._repair is mine:
+                self._repair = None
+            self._changed.notify()
+
+    async def _wait_repair(self, repair: _Repair) -> None:
+        while not (repair.done or repair.abandoned):
+            if self._stopped:
+                raise StepWriterClosed(self.run_id, f"repair Step {repair.kind!r}")
+            await self._changed.wait()
+
+    def _repaired(self, repair: _Repair) -> Step:
+        gen = repair.generation
+        assert gen is not None
+        if repair.step is None:
+            error = gen.error
+            assert error is not None
+            raise StepWriteFailed(self.run_id, gen.number, repair.kind, error) from error
+        return repair.step.model_copy(update={"data": copy.deepcopy(repair.step.data)})
