@@ -1,0 +1,1 @@
+"""The Vessel application: profiles that wire adapters to the run engine."""

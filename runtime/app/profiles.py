@@ -1,0 +1,158 @@
+"""Persistence profiles: the wiring of one Vessel's adapters, engine, worker and lanes.
+
+DESIGN section 1: runtime core imports no adapter; `runtime.app` chooses
+them. Two profiles exist:
+
+- memory: MemoryLedger, MemoryBroker, system clock and entropy, the
+  in-memory effect sink, no faults. Test/local process state only (seed
+  000_81a5c720b14d934a.txt, "Cancellation, mutation, and recovery": the
+  memory persistence profile is not durable).
+- postgres: PostgresLedger on its own pool plus SaqBroker, whose `runs`
+  and `rites` queues use SAQ's own autocommit pools and tables (seed 000,
+  "Topology and limits"). `postgres_vessel` connects the ledger, then the
+  queues, and on exit disconnects the queues before the ledger; the caller
+  must have stopped serving the lanes first (SaqBroker refuses to close
+  pools under a worker not proven stopped).
+
+Neither profile starts anything: a lifespan runs `Vessel.lanes.serve()`
+(and startup reconciliation) in its own task group. The PostgreSQL ledger
+is imported only when that profile is used.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import cast
+
+from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
+from runtime.adapters.saq import SaqBroker, SaqSettings
+from runtime.adapters.system import SystemClock, SystemEntropy
+from runtime.engine import RunEngine
+from runtime.faults import NoFaults
+from runtime.patterns import default_registry
+from runtime.registry import QueueRouter, WorkflowRegistry
+from runtime.seams import Broker, Clock, Deps, EffectSink, Entropy, FaultPoints, Ledger
+from runtime.worker import Lanes, Worker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENCY = {"runs": 4, "rites": 2}
+
+
+@dataclass(frozen=True)
+class Vessel:
+    """One process incarnation's wired components (nothing running yet)."""
+
+    deps: Deps
+    registry: WorkflowRegistry
+    engine: RunEngine
+    worker: Worker
+    lanes: Lanes
+
+
+def build_vessel(
+    deps: Deps,
+    *,
+    registry: WorkflowRegistry | None = None,
+    router: QueueRouter | None = None,
+    concurrency: dict[str, int] | None = None,
+) -> Vessel:
+    """Engine, worker and lanes over `deps`, sharing one registry."""
+    registry = registry or default_registry()
+    engine = RunEngine(deps, registry, router or QueueRouter())
+    worker = Worker(deps, registry)
+    lanes = Lanes(worker, dict(concurrency or DEFAULT_CONCURRENCY))
+    return Vessel(deps=deps, registry=registry, engine=engine, worker=worker, lanes=lanes)
+
+
+def make_deps(
+    ledger: Ledger,
+    broker: Broker,
+    *,
+    clock: Clock | None = None,
+    entropy: Entropy | None = None,
+    effects: EffectSink | None = None,
+    faults: FaultPoints | None = None,
+    boot_id: str | None = None,
+) -> Deps:
+    """Deps with production defaults for every seam not given."""
+    entropy = entropy or SystemEntropy()
+    return Deps(
+        clock=clock or SystemClock(),
+        entropy=entropy,
+        ledger=ledger,
+        broker=broker,
+        faults=faults or NoFaults(),
+        effects=effects or MemoryEffectSink(),
+        boot_id=boot_id or f"boot-{entropy.new_id()}",
+    )
+
+
+def memory_vessel(
+    *,
+    registry: WorkflowRegistry | None = None,
+    router: QueueRouter | None = None,
+    concurrency: dict[str, int] | None = None,
+    clock: Clock | None = None,
+    boot_id: str | None = None,
+) -> Vessel:
+    """The memory profile: everything in this process, nothing durable."""
+    clock = clock or SystemClock()
+    deps = make_deps(MemoryLedger(), MemoryBroker(clock), clock=clock, boot_id=boot_id)
+    return build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
+
+
+@asynccontextmanager
+async def postgres_vessel(
+    dsn: str,
+    *,
+    saq_dsn: str | None = None,
+    migrate: bool = False,
+    registry: WorkflowRegistry | None = None,
+    router: QueueRouter | None = None,
+    concurrency: dict[str, int] | None = None,
+    effects: EffectSink | None = None,
+    saq_settings: SaqSettings | None = None,
+    boot_id: str | None = None,
+) -> AsyncIterator[Vessel]:
+    """The PostgreSQL profile for the duration of the block.
+
+    With `migrate` the ledger schema is brought to the newest migration
+    first; otherwise it must already be current. `saq_dsn` (default: the
+    ledger's) names the database of SAQ's tables. The effect sink defaults
+    to the in-memory reference sink: no durable external system exists yet.
+    """
+    from runtime.adapters.postgres import PostgresLedger
+    from runtime.adapters.postgres import migrate as migrate_ledger
+
+    if migrate:
+        await migrate_ledger(dsn)
+    ledger = await PostgresLedger.connect(dsn)
+    try:
+        missing = missing_ledger_methods(ledger)
+        if missing:
+            log.warning("PostgresLedger lacks Ledger methods %s: Runs that need them fail",
+                        ", ".join(missing))
+        broker = SaqBroker(saq_dsn or dsn, settings=saq_settings)
+        await broker.connect()
+        try:
+            # The cast stands for the check above: the ledger may still lack some
+            # of the seam's methods while its adapter catches up with the core.
+            deps = make_deps(cast(Ledger, ledger), broker, effects=effects, boot_id=boot_id)
+            yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
+        finally:
+            await broker.disconnect()
+    finally:
+        await ledger.close()
+
+
+def missing_ledger_methods(ledger: object) -> list[str]:
+    """Public methods of the Ledger seam that `ledger` does not provide."""
+    wanted = sorted(
+        name for name, value in vars(Ledger).items()
+        if callable(value) and not name.startswith("_")
+    )
+    return [name for name in wanted if not callable(getattr(ledger, name, None))]
