@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import anyio
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
+from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.errors import ProcessCrashed
 from runtime.patterns import default_registry
 from runtime.recovery.reconcile import reconcile_runs
-from runtime.recovery.relay import DeliveryRelay
+from runtime.recovery.relay import Relays
 from runtime.registry import WorkflowRegistry
 from runtime.seams import Deps, Ledger
 from runtime.worker import Lanes, Worker
@@ -74,6 +75,7 @@ class Boot:
         )
         self.engine = RunEngine(self.deps, world.registry)
         self.worker = Worker(self.deps, world.registry)
+        self.canceller = Canceller(self.deps)
 
     def check_alive(self) -> None:
         if not self.alive:
@@ -112,7 +114,9 @@ class Boot:
         self.world.trace.emit(
             "world", "startup.done", degraded=report.degraded,
             failed_orphans=len(report.failed_orphans),
+            orphans={k: len(v) for k, v in sorted(report.orphans.items())},
             deliveries={k: len(v) for k, v in sorted(report.deliveries.items())},
+            refired=len(report.refired),
         )
         tg.start_soon(Lanes(self.worker).serve)
         tg.start_soon(self._relay, cutoff)
@@ -121,13 +125,10 @@ class Boot:
         self.world.boot_live.set()
 
     async def _relay(self, cutoff: datetime) -> None:
-        relay = DeliveryRelay(self.engine, cutoff)
+        relays = Relays(self.engine, cutoff, self.canceller)
         while True:
-            await anyio.sleep(relay.every_s)
-            try:
-                await relay.pass_once()
-            except Exception as exc:  # the relay's page read failed; next period retries
-                self.world.trace.emit("relay", "relay.error", error=type(exc).__name__)
+            await anyio.sleep(relays.every_s)
+            await relays.pass_once()
 
     def _classify(self, exc: BaseException) -> None:
         cancelled = anyio.get_cancelled_exc_class()

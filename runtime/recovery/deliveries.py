@@ -60,6 +60,8 @@ class DeliveryRecovery:
             if delivery.state is DeliveryState.PENDING:
                 await deps.ledger.mark_published(run.id, run.seq, deps.clock.now())
             return DeliveryVerdict.RETAINED
+        if job.status is JobStatus.ABORTING:
+            return DeliveryVerdict.FENCING  # aborting already: the sweep finishes it
         if job.status.live:
             fenced = await deps.broker.abort(delivery.key, "fenced: pre-boot generation")
             if fenced is None or not fenced.status.finished:

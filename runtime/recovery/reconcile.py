@@ -1,11 +1,13 @@
 """reconcile_runs: startup reconciliation, called by lifespan with its boot cutoff.
 
-This is the first slice of seed 000_81a5c720b14d934a.txt ("Cancellation,
-mutation, and recovery", startup): orphaned RUNNING or AWAITING_HARDWARE
-work claimed by an earlier boot is fenced at the broker and failed as lost
-(uncheckpointed death is never replayed), then every QUEUED Run's exact
-delivery is recovered. It is never registered as broker-callable work: only
-a process that knows its own boot cutoff can tell orphans from live hops.
+Seed 000_81a5c720b14d934a.txt ("Cancellation, mutation, and recovery"), in
+its order: retry CANCELLING; page terminal Runs to retry idempotent
+checkpoint deletion; fence and classify orphaned RUNNING / AWAITING_HARDWARE
+work (park the exact pre-park windows, fail the rest as lost after
+containment); re-admit decided consents and terminal delegated waits; then
+recover every QUEUED Run's exact delivery. It is never registered as
+broker-callable work: only a process that knows its own boot cutoff can tell
+orphans from live hops.
 """
 
 from __future__ import annotations
@@ -16,61 +18,64 @@ from datetime import datetime
 from uuid import UUID
 
 from runtime import faults
+from runtime.cancel import Canceller
 from runtime.engine import RunEngine
-from runtime.models import Run, RunStatus
+from runtime.models import TERMINAL_STATUSES, RunStatus
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.recovery.orphans import OrphanVerdict, recover_orphan
+from runtime.recovery.pages import all_runs
+from runtime.stasis.consent import refire_consent
+from runtime.stasis.delegate import refresh_delegate
 
 log = logging.getLogger(__name__)
-
-PAGE_SIZE = 50
-LOST = "lost: the process died during an uncheckpointed hop"
 
 
 @dataclass
 class ReconcileReport:
-    failed_orphans: list[UUID] = field(default_factory=list)
-    unfenced_orphans: list[UUID] = field(default_factory=list)
+    cancelling: dict[str, list[UUID]] = field(default_factory=dict)
+    orphans: dict[str, list[UUID]] = field(default_factory=dict)
     deliveries: dict[str, list[UUID]] = field(default_factory=dict)
+    refired: list[UUID] = field(default_factory=list)
+
+    @property
+    def failed_orphans(self) -> list[UUID]:
+        return self.orphans.get(OrphanVerdict.FAILED_LOST, [])
+
+    @property
+    def degraded_reasons(self) -> list[str]:
+        reasons = []
+        if self.orphans.get(OrphanVerdict.UNCONTAINED):
+            reasons.append("orphans whose effects could not be contained")
+        if self.deliveries.get(DeliveryVerdict.CORRUPT):
+            reasons.append("QUEUED Runs without their delivery row")
+        return reasons
 
     @property
     def degraded(self) -> bool:
-        corrupt = self.deliveries.get(DeliveryVerdict.CORRUPT, [])
-        return bool(self.unfenced_orphans or corrupt)
+        return bool(self.degraded_reasons)
 
 
 async def reconcile_runs(engine: RunEngine, boot_cutoff: datetime) -> ReconcileReport:
     deps = engine.deps
     await deps.faults.point(faults.RECONCILE_STARTED, boot=deps.boot_id)
     report = ReconcileReport()
-    async for run in _pages(engine, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
-        await _fail_orphan(engine, run, report)
+    canceller = Canceller(deps)
+    async for run in all_runs(deps.ledger, (RunStatus.CANCELLING,)):
+        done = await canceller.cancel(run.id)
+        report.cancelling.setdefault(done.status.value, []).append(run.id)
+    async for run in all_runs(deps.ledger, sorted(TERMINAL_STATUSES)):
+        await deps.ledger.delete_checkpoint(run.id)
+    async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
+        verdict = await recover_orphan(engine, canceller, run)
+        report.orphans.setdefault(verdict, []).append(run.id)
+    async for run in all_runs(deps.ledger, (RunStatus.AWAITING_CONSENT,)):
+        if await refire_consent(engine, run):
+            report.refired.append(run.id)
+    async for run in all_runs(deps.ledger, (RunStatus.AWAITING_DELEGATE,)):
+        if await refresh_delegate(engine, run):
+            report.refired.append(run.id)
     recovery = DeliveryRecovery(engine, boot_cutoff)
-    async for run in _pages(engine, (RunStatus.QUEUED,)):
-        verdict = await recovery.recover(run)
-        report.deliveries.setdefault(verdict, []).append(run.id)
+    async for run in all_runs(deps.ledger, (RunStatus.QUEUED,)):
+        outcome = await recovery.recover(run)
+        report.deliveries.setdefault(outcome, []).append(run.id)
     return report
-
-
-async def _fail_orphan(engine: RunEngine, run: Run, report: ReconcileReport) -> None:
-    deps = engine.deps
-    delivery = await deps.ledger.get_delivery(run.id, run.seq)
-    if delivery is not None and delivery.claimed_boot == deps.boot_id:
-        return  # a live hop of this boot
-    await deps.broker.abort(f"run:{run.id}:{run.seq}", "fenced: orphaned by process death")
-    failed = await deps.ledger.fail_orphan(run.id, run.seq, deps.boot_id, LOST, deps.clock.now())
-    if failed is None:
-        report.unfenced_orphans.append(run.id)
-    else:
-        report.failed_orphans.append(run.id)
-
-
-async def _pages(engine: RunEngine, statuses: tuple[RunStatus, ...]):  # type: ignore[no-untyped-def]
-    """Every Run in `statuses`, paged by (updated_at, id)."""
-    cursor: tuple[datetime, UUID] | None = None
-    while True:
-        page = await engine.deps.ledger.page_runs(statuses, cursor, PAGE_SIZE)
-        for run in page:
-            yield run
-        if len(page) < PAGE_SIZE:
-            return
-        cursor = (page[-1].updated_at, page[-1].id)

@@ -1,53 +1,68 @@
-"""The delivery relay: after startup, repeat bounded delivery recovery.
+"""Maintenance relays: after startup, repeat bounded recovery.
 
-A QUEUED Run whose publication failed, whose acknowledgement was lost, or
-whose broker job died with a previous boot is found here and recovered by
-the same code startup uses (runtime.recovery.deliveries).
+Seed 000 ("Cancellation, mutation, and recovery"): the delivery relay finds
+QUEUED Runs whose publication failed, whose acknowledgement was lost, or
+whose broker job died with an earlier boot; the consent and delegated-wait
+relays re-fire verdicts and terminal jobs committed after an earlier clean
+probe; CANCELLING Runs get their containment retried, and orphans of an
+earlier boot whose containment failed at startup are retried too (hops of
+this boot are recognised by their claim and left alone). Each uses the same
+code as startup. Exceptions are isolated per Run within a pass.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime
-from uuid import UUID
 
 import anyio
 
+from runtime.cancel import Canceller
 from runtime.engine import RunEngine
-from runtime.models import RunStatus
+from runtime.models import Run, RunStatus
 from runtime.recovery.deliveries import DeliveryRecovery
+from runtime.recovery.orphans import recover_orphan
+from runtime.recovery.pages import all_runs
+from runtime.stasis.consent import refire_consent
+from runtime.stasis.delegate import refresh_delegate
 
 log = logging.getLogger(__name__)
 
 RELAY_EVERY_S = 5.0
-PAGE_SIZE = 50
 
 
 @dataclass
-class DeliveryRelay:
+class Relays:
     engine: RunEngine
     boot_cutoff: datetime
+    canceller: Canceller
     every_s: float = RELAY_EVERY_S
+    errors: int = field(default=0)
 
     async def run_forever(self) -> None:
         while True:
             await anyio.sleep(self.every_s)
             await self.pass_once()
 
-    async def pass_once(self) -> int:
-        """One bounded sweep over QUEUED Runs; exceptions are isolated per Run."""
+    async def pass_once(self) -> None:
         recovery = DeliveryRecovery(self.engine, self.boot_cutoff)
-        cursor: tuple[datetime, UUID] | None = None
-        seen = 0
-        while True:
-            page = await self.engine.deps.ledger.page_runs((RunStatus.QUEUED,), cursor, PAGE_SIZE)
-            for run in page:
-                seen += 1
+        await self._each(RunStatus.CANCELLING, lambda r: self.canceller.cancel(r.id))
+        for status in (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE):
+            await self._each(status, lambda r: recover_orphan(self.engine, self.canceller, r))
+        await self._each(RunStatus.AWAITING_CONSENT, lambda r: refire_consent(self.engine, r))
+        await self._each(RunStatus.AWAITING_DELEGATE, lambda r: refresh_delegate(self.engine, r))
+        await self._each(RunStatus.QUEUED, recovery.recover)
+
+    async def _each(self, status: RunStatus, fn: Callable[[Run], Awaitable[object]]) -> None:
+        try:
+            async for run in all_runs(self.engine.deps.ledger, (status,)):
                 try:
-                    await recovery.recover(run)
+                    await fn(run)
                 except Exception as exc:
-                    log.warning("delivery relay: Run %s not recovered this pass: %r", run.id, exc)
-            if len(page) < PAGE_SIZE:
-                return seen
-            cursor = (page[-1].updated_at, page[-1].id)
+                    self.errors += 1
+                    log.warning("relay: Run %s not recovered this pass: %r", run.id, exc)
+        except Exception as exc:  # the page read itself failed; the next pass retries
+            self.errors += 1
+            log.warning("relay: %s page failed: %r", status.value, exc)

@@ -1,0 +1,109 @@
+"""Cancellation that reports CANCELLED only after containment.
+
+Seed 000_81a5c720b14d934a.txt, "Cancellation, mutation, and recovery": one
+process-local writer is elected per Run; it commits CANCELLING (freezing the
+delivery generation: nothing QUEUED at that sequence can be claimed any
+more), fences the broker's parent job first, then sweeps correlated agent
+jobs and pending consents. Only when every one acknowledged containment does
+`finish_cancel` expose CANCELLED and settle the delivery. Anything short of
+that leaves an honest, retryable CANCELLING. A Run that completed first makes
+cancellation a no-op; re-reading a CANCELLED Run repeats the sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import anyio
+
+from runtime import faults
+from runtime.errors import NotFound
+from runtime.keys import hop_key
+from runtime.models import AgentJobStatus, ConsentStatus, Run, RunStatus
+from runtime.seams import Deps, JobStatus
+from runtime.sessions import KeyedLocks
+
+log = logging.getLogger(__name__)
+
+ABORT_ATTEMPTS = 3
+ACK_TIMEOUT_S = 10.0
+ACK_POLL_S = 0.5
+
+
+@dataclass
+class Canceller:
+    deps: Deps
+    elections: KeyedLocks = field(default_factory=KeyedLocks)
+
+    async def cancel(self, run_id: UUID) -> Run:
+        """Cancel a Run; returns it CANCELLED, still CANCELLING, or already terminal."""
+        async with self.elections.hold(str(run_id)):
+            ledger, now = self.deps.ledger, self.deps.clock.now
+            run = await ledger.begin_cancel(run_id, now())
+            if run is None:
+                raise NotFound("Run", run_id)
+            if run.status is RunStatus.CANCELLED:
+                await self.contain(run)  # repeat the sweep; truth already stands
+                return run
+            if run.status.terminal:
+                return run  # completion won the race: nothing to cancel
+            await self.deps.faults.point(faults.CANCEL_CANCELLING_COMMITTED, run_id=run_id)
+            if not await self.contain(run):
+                return run
+            await self.deps.faults.point(faults.CANCEL_CONTAINED, run_id=run_id)
+            done = await ledger.finish_cancel(run_id, run.seq, now())
+            return done or (await ledger.get_run(run_id)) or run
+
+    async def contain(self, run: Run) -> bool:
+        """Fence the parent job, then every correlated child; True when all acknowledged."""
+        if not await self._fence_parent(run):
+            return False
+        return await self.contain_children(run)
+
+    async def contain_children(self, run: Run) -> bool:
+        """Agent jobs and pending consents of the Run; True when all acknowledged."""
+        if not await self._contain_agent_jobs(run):
+            return False
+        for consent in await self.deps.ledger.consents_of(run.id):
+            if consent.status is ConsentStatus.PENDING:
+                await self.deps.ledger.cancel_consent(consent.id, self.deps.clock.now())
+        return True
+
+    async def _fence_parent(self, run: Run) -> bool:
+        key = hop_key(run.id, run.seq)
+        broker = self.deps.broker
+        for _ in range(ABORT_ATTEMPTS):
+            job = await broker.probe(key)
+            if job is None or job.status.finished:
+                return True
+            if job.status is not JobStatus.ABORTING:
+                # Never re-abort an aborting job: SAQ's abort refreshes its heartbeat,
+                # so repeating it would keep a dead boot's job from ever being swept.
+                await broker.abort(key, "cancelled")
+            if await self._acknowledged(key):
+                return True
+        log.warning("cancel of %s: broker job %s did not acknowledge its abort", run.id, key)
+        return False
+
+    async def _acknowledged(self, key: str) -> bool:
+        with anyio.move_on_after(ACK_TIMEOUT_S):
+            while True:
+                job = await self.deps.broker.probe(key)
+                if job is None or job.status.finished:
+                    return True
+                await anyio.sleep(ACK_POLL_S)
+        return False
+
+    async def _contain_agent_jobs(self, run: Run) -> bool:
+        agents = self.deps.agents
+        for job in await self.deps.ledger.agent_jobs_of(run.id):
+            if job.status.terminal and job.status is not AgentJobStatus.LOST:
+                continue
+            if agents is None or not await agents.cancel(job.id):
+                return False
+            await self.deps.ledger.record_agent_job(
+                job.id, AgentJobStatus.CANCELLED, None, self.deps.clock.now()
+            )
+        return True

@@ -1,0 +1,78 @@
+"""Orphans: RUNNING or AWAITING_HARDWARE work claimed by an earlier boot.
+
+Seed 000 ("Cancellation, mutation, and recovery") and seed 003 ("Return
+makes a new claim"): process death never guesses a replay. The broker's
+pre-boot job is fenced first. Then the exact pre-park windows are parked:
+a checkpoint of this hop whose first pending snapshot binds this Run and
+the latest non-cancelled consent (or an existing agent job of this Run). A
+decided consent is parked and re-fired. Everything else has its correlated
+effects contained and fails as lost; when containment cannot be proved the
+Run stays nonterminal and the pass is degraded.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from runtime.cancel import Canceller
+from runtime.engine import RunEngine
+from runtime.keys import hop_key
+from runtime.models import ConsentStatus, Run
+from runtime.seams import JobStatus
+from runtime.stasis.consent import refire_consent
+
+LOST = "lost: the process died during an uncheckpointed hop"
+
+
+class OrphanVerdict(enum.StrEnum):
+    LIVE = "live"
+    PARKED_CONSENT = "parked_consent"
+    PARKED_DELEGATE = "parked_delegate"
+    FAILED_LOST = "failed_lost"
+    UNCONTAINED = "uncontained"
+    MOVED = "moved"
+
+
+async def recover_orphan(engine: RunEngine, canceller: Canceller, run: Run) -> OrphanVerdict:
+    deps = engine.deps
+    delivery = await deps.ledger.get_delivery(run.id, run.seq)
+    if delivery is not None and delivery.claimed_boot == deps.boot_id:
+        return OrphanVerdict.LIVE
+    key = hop_key(run.id, run.seq)
+    job = await deps.broker.probe(key)
+    if job is not None and job.status.live and job.status is not JobStatus.ABORTING:
+        await deps.broker.abort(key, "fenced: orphaned by process death")
+    parked = await _park_window(engine, run)
+    if parked is not None:
+        return parked
+    # The parent job belongs to a dead boot: the abort above and the claim CAS
+    # fence it. What may still act is a child: contain those before failing.
+    if not await canceller.contain_children(run):
+        return OrphanVerdict.UNCONTAINED
+    failed = await deps.ledger.fail_orphan(run.id, run.seq, deps.boot_id, LOST, deps.clock.now())
+    return OrphanVerdict.FAILED_LOST if failed else OrphanVerdict.MOVED
+
+
+async def _park_window(engine: RunEngine, run: Run) -> OrphanVerdict | None:
+    ledger, now = engine.deps.ledger, engine.deps.clock.now
+    record = await ledger.load_checkpoint(run.id)
+    if record is None or record.seq != run.seq:
+        return None
+    if record.consent_id is not None:
+        live = [c for c in await ledger.consents_of(run.id)
+                if c.status is not ConsentStatus.CANCELLED]
+        if not live or live[-1].id != record.consent_id:
+            return None
+        parked = await ledger.park_consent(run.id, run.seq, record.consent_id, now())
+        if parked is None:
+            return None
+        await refire_consent(engine, parked)  # an already decided owner resumes now
+        return OrphanVerdict.PARKED_CONSENT
+    if record.agent_job_id is not None:
+        job = await ledger.get_agent_job(record.agent_job_id)
+        if job is None or job.run_id != run.id:
+            return None
+        if await ledger.park_delegate(run.id, run.seq, job.id, now()) is None:
+            return None
+        return OrphanVerdict.PARKED_DELEGATE
+    return None

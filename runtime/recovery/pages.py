@@ -1,0 +1,26 @@
+"""Paging Runs by (updated_at, id): a Run that changes status after a cursor
+passed it shows up again in a later page, so nothing is skipped for good."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from uuid import UUID
+
+from runtime.models import Run, RunStatus
+from runtime.seams import Ledger
+
+PAGE_SIZE = 50
+
+
+async def all_runs(
+    ledger: Ledger, statuses: Sequence[RunStatus], page_size: int = PAGE_SIZE
+) -> AsyncIterator[Run]:
+    cursor: tuple[datetime, UUID] | None = None
+    while True:
+        page = await ledger.page_runs(statuses, cursor, page_size)
+        for run in page:
+            yield run
+        if len(page) < page_size:
+            return
+        cursor = (page[-1].updated_at, page[-1].id)
