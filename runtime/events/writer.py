@@ -170,13 +170,16 @@ class StepWriter:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
         assert self._task_group is not None
         self._closing = True
         self._work.notify()
         if exc_type is not None:
             self._task_group.cancel_scope.cancel()
-        return await self._task_group.__aexit__(exc_type, exc, tb)
+        # The body's own exception is not the writer task's business: it propagates
+        # unchanged (not wrapped in an exception group) once the writer task has ended.
+        # An exception of the writer task itself (a crash) does surface here, grouped.
+        await self._task_group.__aexit__(None, None, None)
 
     async def _run(self) -> None:
         try:
@@ -292,12 +295,11 @@ class StepWriter:
         """
         payload = copy.deepcopy(dict(data)) if data else {}
         while (current := self._repair) is not None:
+            await self._wait_repair(current)
             if current.done and current.kind == kind and current.data == payload:
-                return self._repaired(current)
-            if current.done or current.abandoned:
+                return self._repaired(current)  # the same Step: share that one attempt
+            if self._repair is current:
                 await self._changed.wait()  # its caller is leaving; then it is our turn
-            else:
-                await self._wait_repair(current)
         mine = self._repair = _Repair(kind, payload)
         try:
             # The generation in flight settles first; its latched failure is what we answer.
