@@ -19,7 +19,7 @@ from uuid import UUID
 import anyio
 
 from runtime import faults
-from runtime.errors import NotFound
+from runtime.errors import BrokerUnavailable, NotFound
 from runtime.keys import hop_key
 from runtime.models import AgentJobStatus, ConsentStatus, Run, RunStatus
 from runtime.seams import Deps, JobStatus
@@ -81,7 +81,11 @@ class Canceller:
             if job.status is not JobStatus.ABORTING:
                 # Never re-abort an aborting job: SAQ's abort refreshes its heartbeat,
                 # so repeating it would keep a dead boot's job from ever being swept.
-                await broker.abort(key, "cancelled")
+                try:
+                    await broker.abort(key, "cancelled")
+                except BrokerUnavailable as exc:  # acknowledgement lost: re-probe, retry
+                    log.warning("abort of %s unacknowledged: %s", key, exc)
+                    continue
             if await self._acknowledged(key):
                 return True
         log.warning("cancel of %s: broker job %s did not acknowledge its abort", run.id, key)

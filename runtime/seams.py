@@ -358,7 +358,7 @@ class AgentRuntime(Protocol):
 class Orchestrator(Protocol):
     """Owner of hardware readiness (seed 003)."""
 
-    async def converge(self, capability: str) -> None:
+    async def converge(self, run_id: UUID, capability: str) -> None:
         """Return once `capability` is ready; raise when it cannot be."""
         ...
 

@@ -10,6 +10,7 @@ invariant is named in `INVARIANTS` with the rule it states and its source
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,16 @@ INVARIANTS: dict[str, Invariant] = {
                   "the Run's current claim", "DESIGN section 6"),
         Invariant("effect_at_most_once", "each effect identity is applied at most once",
                   "DESIGN section 6"),
+        Invariant("resume_reads_decided_owner", "a resumed hop is claimed only when the Run's "
+                  "exact consent is decided and not cancelled, or its exact agent job is terminal",
+                  "seed 003 'Return makes a new claim'"),
+        Invariant("no_replay_after_death", "nothing moves a Run back to QUEUED except the owner "
+                  "CAS of a consent or delegate wait", "seed 003 'Return makes a new claim'"),
+        Invariant("cancelled_after_containment", "CANCELLED only once the broker job, agent jobs "
+                  "and pending consents of the Run are contained",
+                  "seed 000 'Cancellation, mutation, and recovery'"),
+        Invariant("hardware_budget", "at most 8 hardware convergence calls per Run and 3 in a row "
+                  "for one capability", "seed 003 'Three boundaries'"),
         Invariant("liveness", "after heal every admitted Run is terminal: nothing QUEUED, RUNNING "
                   "or CANCELLING remains", "DESIGN section 6"),
     )
@@ -138,6 +149,28 @@ class Checker:
                       before=_brief(prev), after=_brief(run))
         if run.status.terminal and not prev.status.terminal:
             self._check_settlement(prev, run)
+        if run.status is RunStatus.QUEUED and prev.status is not RunStatus.QUEUED and \
+                prev.status not in (RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE):
+            self.fail("no_replay_after_death", f"Run {run.id} went {prev.status.value} -> QUEUED",
+                      before=_brief(prev), after=_brief(run))
+        if run.status is RunStatus.CANCELLED and prev.status is not RunStatus.CANCELLED:
+            self._check_containment(run)
+
+    def _check_containment(self, run: Run) -> None:
+        d = self.world.ledger.delivery_table.get((run.id, run.seq))
+        job = self.world.broker.jobs.get(d.key) if d else None
+        if job is not None and job.info.status.live:
+            self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while its broker "
+                      f"job is {job.info.status.value}", run=_brief(run))
+        live = self.world.agents.live_jobs_of(run.id)
+        if live:
+            self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while agent job "
+                      f"{live[0]} still runs", run=_brief(run))
+        pending = [c for c in self.world.ledger.consent_table.values()
+                   if c.run_id == run.id and c.status.value == "PENDING"]
+        if pending:
+            self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED with consent "
+                      f"{pending[0].id} pending", run=_brief(run))
 
     def _check_settlement(self, prev: Run, run: Run) -> None:
         d = self.world.ledger.delivery_table.get((run.id, run.seq))
@@ -145,10 +178,16 @@ class Checker:
             self.fail("settlement_fenced", f"Run {run.id} settled off its current sequence",
                       before=_brief(prev), after=_brief(run), delivery=_brief(d))
             return
+        if run.status is RunStatus.CANCELLED:
+            if prev.status is not RunStatus.CANCELLING:
+                self.fail("settlement_fenced", f"Run {run.id} CANCELLED without CANCELLING first",
+                          before=_brief(prev), after=_brief(run))
+            return
         if d.state is DeliveryState.SETTLED:
             before = self.deliveries.get((run.id, run.seq))
             claimed = before is not None and before.state is DeliveryState.CLAIMED
-            if prev.status is not RunStatus.RUNNING or not claimed:
+            settleable = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+            if prev.status not in settleable or not claimed:
                 self.fail("settlement_fenced", f"Run {run.id} settled without its claim",
                           before=_brief(prev), after=_brief(run), delivery=_brief(before))
 
@@ -161,6 +200,8 @@ class Checker:
                           before=_brief(prev), after=_brief(d))
             return
         run_before = self.runs.get(d.run_id)
+        if d.mode.value == "resume" and run_before is not None:
+            self._check_resume(run_before)
         ok = (
             prev is not None
             and prev.state in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
@@ -194,6 +235,30 @@ class Checker:
                 if other != rid:
                     self.fail("session_fence", f"session {run.session} has two nonterminal Runs",
                               runs=[str(other), str(rid)])
+
+    def _check_resume(self, run: Run) -> None:
+        ledger = self.world.ledger
+        if run.consent_id is not None and run.agent_job_id is None:
+            consent = ledger.consent_table.get(run.consent_id)
+            if consent is None or consent.run_id != run.id or not consent.status.decided:
+                self.fail("resume_reads_decided_owner", f"Run {run.id} resumed on consent "
+                          f"{run.consent_id} that is not decided", run=_brief(run))
+        if run.agent_job_id is not None:
+            job = ledger.agent_job_table.get(run.agent_job_id)
+            if job is None or job.run_id != run.id or not job.status.terminal:
+                self.fail("resume_reads_decided_owner", f"Run {run.id} resumed on agent job "
+                          f"{run.agent_job_id} that is not terminal", run=_brief(run))
+
+    def on_converge(self, run_id: UUID, calls: list[str]) -> None:
+        try:
+            run_length = 1
+            for a, b in itertools.pairwise(calls):
+                run_length = run_length + 1 if a == b else 1
+            if len(calls) > 8 or run_length > 3:
+                self.fail("hardware_budget", f"Run {run_id} made {len(calls)} convergence calls "
+                          f"({run_length} in a row for {calls[-1]})", calls=calls)
+        except _Stop:
+            pass
 
     # -- effects ----------------------------------------------------------------
 

@@ -26,8 +26,10 @@ from runtime.patterns import default_registry
 from runtime.recovery.reconcile import reconcile_runs
 from runtime.recovery.relay import Relays
 from runtime.registry import WorkflowRegistry
+from runtime.retry import RetryingLedger
 from runtime.seams import Deps, Ledger
 from runtime.worker import Lanes, Worker
+from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
 from sim.faults.proxies import SimBroker, SimEffects, SimFaultPoints, SimLedger
@@ -67,11 +69,13 @@ class Boot:
         self.deps = Deps(
             clock=world.clock,
             entropy=world.entropy,
-            ledger=cast(Ledger, SimLedger(self, world.ledger)),
+            ledger=cast(Ledger, RetryingLedger(SimLedger(self, world.ledger), world.entropy)),
             broker=SimBroker(self, world.broker),
             faults=SimFaultPoints(self),
             effects=SimEffects(self, world.effects),
             boot_id=self.id,
+            agents=BootAgents(self, world.agents),
+            orchestrator=BootOrchestrator(self, world.orchestrator),
         )
         self.engine = RunEngine(self.deps, world.registry)
         self.worker = Worker(self.deps, world.registry)
@@ -190,6 +194,8 @@ class World:
         self.entropy = SeededEntropy(self.streams.ids)
         self.broker = MemoryBroker(self.clock)
         self.checker = Checker(self)
+        self.agents = SimAgentRuntime(self)
+        self.orchestrator = SimOrchestrator(self)
         self.boot_live = anyio.Event()
         self.stop = anyio.Event()
 

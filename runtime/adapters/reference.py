@@ -35,5 +35,5 @@ class ReferenceAgentRuntime:
 
 
 class ReferenceOrchestrator:
-    async def converge(self, capability: str) -> None:
+    async def converge(self, run_id: UUID, capability: str) -> None:
         return None

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from runtime.patterns.basic import ECHO, TWO_STEP
+from runtime.patterns.waits import CONSENT_GATE, DELEGATE, EFFECTFUL, HARDWARE
 from runtime.registry import WorkflowRegistry
 
 
 def default_registry() -> WorkflowRegistry:
     registry = WorkflowRegistry()
-    for pattern in (ECHO, TWO_STEP):
+    for pattern in (ECHO, TWO_STEP, CONSENT_GATE, DELEGATE, HARDWARE, EFFECTFUL):
         registry.register(pattern)
     return registry
 
 
-__all__ = ["ECHO", "TWO_STEP", "default_registry"]
+__all__ = [
+    "CONSENT_GATE", "DELEGATE", "ECHO", "EFFECTFUL", "HARDWARE", "TWO_STEP", "default_registry",
+]

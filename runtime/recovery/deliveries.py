@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from runtime.engine import RunEngine
+from runtime.errors import BrokerUnavailable
 from runtime.models import DeliveryState, Run
 from runtime.seams import JobStatus
 
@@ -63,7 +64,10 @@ class DeliveryRecovery:
         if job.status is JobStatus.ABORTING:
             return DeliveryVerdict.FENCING  # aborting already: the sweep finishes it
         if job.status.live:
-            fenced = await deps.broker.abort(delivery.key, "fenced: pre-boot generation")
+            try:
+                fenced = await deps.broker.abort(delivery.key, "fenced: pre-boot generation")
+            except BrokerUnavailable:
+                return DeliveryVerdict.FENCING  # re-probed on the next pass
             if fenced is None or not fenced.status.finished:
                 return DeliveryVerdict.FENCING
         rotated = await deps.ledger.rotate_delivery(run.id, run.seq, deps.clock.now())

@@ -13,9 +13,11 @@ Run stays nonterminal and the pass is degraded.
 from __future__ import annotations
 
 import enum
+from contextlib import suppress
 
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
+from runtime.errors import BrokerUnavailable
 from runtime.keys import hop_key
 from runtime.models import ConsentStatus, Run
 from runtime.seams import JobStatus
@@ -41,7 +43,10 @@ async def recover_orphan(engine: RunEngine, canceller: Canceller, run: Run) -> O
     key = hop_key(run.id, run.seq)
     job = await deps.broker.probe(key)
     if job is not None and job.status.live and job.status is not JobStatus.ABORTING:
-        await deps.broker.abort(key, "fenced: orphaned by process death")
+        # The claim CAS already fences this dead boot's hop; the abort lets the
+        # broker retire the job, and a lost acknowledgement is retried next pass.
+        with suppress(BrokerUnavailable):
+            await deps.broker.abort(key, "fenced: orphaned by process death")
     parked = await _park_window(engine, run)
     if parked is not None:
         return parked

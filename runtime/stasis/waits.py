@@ -143,7 +143,7 @@ class Waits:
         assert orchestrator is not None
         try:
             with anyio.fail_after(HARDWARE_TIMEOUT_S):
-                await orchestrator.converge(capability)
+                await orchestrator.converge(self.ctx.run.id, capability)
         except TimeoutError:
             return f"hardware {capability!r} not ready within {HARDWARE_TIMEOUT_S:g}s"
         except Exception as exc:

@@ -57,6 +57,11 @@ class Injector:
             FaultKind.LEDGER_TRANSIENT: o.transient_per_transaction,
             FaultKind.LEDGER_AMBIGUOUS: o.ambiguous_per_write,
             FaultKind.LEDGER_LATENCY: o.latency_per_transaction,
+            FaultKind.ABORT_ACK_LOST: o.abort_ack_lost_per_abort,
+            FaultKind.ACTOR_SLOW: o.actor_slow_per_call,
+            FaultKind.ACTOR_FAIL: o.actor_fail_per_call,
+            FaultKind.ACTOR_DUPLICATE: o.actor_duplicate_per_call,
+            FaultKind.ACTOR_LATE: o.actor_late_per_call,
         }[kind]
 
     def _amount(self, kind: FaultKind) -> float:
@@ -64,6 +69,8 @@ class Injector:
             return round(self.rng.uniform(0.0, self.options.max_latency_s), 3)
         if kind is FaultKind.DELAYED_DELIVERY:
             return round(self.rng.uniform(0.0, self.options.max_delivery_delay_s), 3)
+        if kind in (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_LATE):
+            return round(self.rng.uniform(30.0, 300.0), 3)
         return 0.0
 
     def hit(self, point: str, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:

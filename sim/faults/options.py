@@ -45,6 +45,21 @@ class FaultOptions(BaseModel):
     )
     latency_per_transaction: float = Probability
     max_latency_s: float = Field(default=2.0, ge=0)
+    abort_ack_lost_per_abort: float = Field(
+        default=0.0, ge=0, le=1, description="abort applied, then the caller sees an error"
+    )
+    actor_slow_per_call: float = Field(
+        default=0.0, ge=0, le=1, description="an external actor answers far later than usual"
+    )
+    actor_fail_per_call: float = Field(
+        default=0.0, ge=0, le=1, description="an external actor refuses or fails the call"
+    )
+    actor_duplicate_per_call: float = Field(
+        default=0.0, ge=0, le=1, description="an external actor repeats its verdict or result"
+    )
+    actor_late_per_call: float = Field(
+        default=0.0, ge=0, le=1, description="a verdict or result arrives after a long delay"
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -58,6 +73,11 @@ class FaultOptions(BaseModel):
             (FaultKind.LEDGER_TRANSIENT, self.transient_per_transaction),
             (FaultKind.LEDGER_AMBIGUOUS, self.ambiguous_per_write),
             (FaultKind.LEDGER_LATENCY, self.latency_per_transaction),
+            (FaultKind.ABORT_ACK_LOST, self.abort_ack_lost_per_abort),
+            (FaultKind.ACTOR_SLOW, self.actor_slow_per_call),
+            (FaultKind.ACTOR_FAIL, self.actor_fail_per_call),
+            (FaultKind.ACTOR_DUPLICATE, self.actor_duplicate_per_call),
+            (FaultKind.ACTOR_LATE, self.actor_late_per_call),
         ]
         return [kind for kind, p in pairs if p > 0]
 
@@ -74,6 +94,11 @@ DEFAULT = FaultOptions(
     transient_per_transaction=0.01,
     ambiguous_per_write=0.01,
     latency_per_transaction=0.02,
+    abort_ack_lost_per_abort=0.1,
+    actor_slow_per_call=0.05,
+    actor_fail_per_call=0.05,
+    actor_duplicate_per_call=0.05,
+    actor_late_per_call=0.05,
 )
 
 PROFILES = ("calm", "default", "swarm")
@@ -95,6 +120,11 @@ def swarm(rng: random.Random) -> FaultOptions:
         transient_per_transaction=maybe(0.05),
         ambiguous_per_write=maybe(0.05),
         latency_per_transaction=maybe(0.1),
+        abort_ack_lost_per_abort=maybe(0.3),
+        actor_slow_per_call=maybe(0.2),
+        actor_fail_per_call=maybe(0.2),
+        actor_duplicate_per_call=maybe(0.2),
+        actor_late_per_call=maybe(0.2),
         max_crashes=rng.randint(1, 10),
     )
 

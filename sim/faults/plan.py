@@ -25,6 +25,11 @@ class FaultKind(enum.StrEnum):
     LEDGER_TRANSIENT = "ledger_transient"
     LEDGER_AMBIGUOUS = "ledger_ambiguous"
     LEDGER_LATENCY = "ledger_latency"
+    ABORT_ACK_LOST = "abort_ack_lost"
+    ACTOR_SLOW = "actor_slow"
+    ACTOR_FAIL = "actor_fail"
+    ACTOR_DUPLICATE = "actor_duplicate"
+    ACTOR_LATE = "actor_late"
 
 
 class AtPoint(BaseModel):

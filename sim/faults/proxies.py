@@ -144,9 +144,13 @@ class SimBroker(_Guarded):
         return await self._guard(lambda: self.inner.probe(key))
 
     async def abort(self, key: str, reason: str) -> JobInfo | None:
+        self.boot.check_alive()
+        fault, _ = self._fire("broker.abort", (FaultKind.ABORT_ACK_LOST,))
         info = await self._guard(lambda: self.inner.abort(key, reason))
         self.world.trace.emit("broker", "job.abort", key=key,
                               status=info.status if info else None)
+        if fault is FaultKind.ABORT_ACK_LOST:
+            raise BrokerUnavailable(f"injected lost abort acknowledgement for {key}")
         return info
 
     async def touch(self, key: str) -> None:

@@ -33,6 +33,8 @@ from runtime.models import (
 
 CLAIMABLE = (DeliveryState.PENDING, DeliveryState.PUBLISHED)
 ORPHANABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+SETTLEABLE = ORPHANABLE
+"""The claiming hop may settle from a live hardware wait too: it still holds the claim."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ class MemoryLedger(WaitsMixin):
             settlement.error,
         ):
             return run  # the same settlement, repeated after an ambiguous commit
-        if run.status is not RunStatus.RUNNING or d.state is not DeliveryState.CLAIMED:
+        if run.status not in SETTLEABLE or d.state is not DeliveryState.CLAIMED:
             return None
         run = self._put_run(
             run,

@@ -233,6 +233,9 @@ class WaitsMixin(Tables):
 
     async def await_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
         await enter()
+        again = self._holds(run_id, seq, (RunStatus.AWAITING_HARDWARE,))
+        if again is not None:
+            return again  # repeated after an ambiguous commit
         run = self._holds(run_id, seq, (RunStatus.RUNNING,))
         if run is None:
             return None
@@ -240,6 +243,9 @@ class WaitsMixin(Tables):
 
     async def resume_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
         await enter()
+        again = self._holds(run_id, seq, (RunStatus.RUNNING,))
+        if again is not None:
+            return again  # repeated after an ambiguous commit
         run = self._holds(run_id, seq, (RunStatus.AWAITING_HARDWARE,))
         if run is None:
             return None

@@ -1,0 +1,95 @@
+"""People in the simulated world: an approver who decides consents and an
+operator who cancels Runs, both over the process boundary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import anyio
+
+from runtime.errors import LedgerUnavailable, RuntimeEngineError
+from runtime.models import ConsentStatus, RunStatus
+from runtime.stasis.consent import decide
+from sim.faults.plan import FaultKind
+from sim.world import Unavailable, World
+
+ACTOR_KINDS = (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_DUPLICATE, FaultKind.ACTOR_LATE,
+               FaultKind.ACTOR_FAIL)
+
+
+@dataclass
+class Approver:
+    """Decides pending consents after a think time; may repeat or be late."""
+
+    world: World
+    decided: set[UUID] = field(default_factory=set)
+    not_before: dict[UUID, float] = field(default_factory=dict)
+
+    async def run(self, until: float | None = None) -> None:
+        while until is None or anyio.current_time() < until:
+            await anyio.sleep(round(self.world.streams.actors.uniform(2.0, 15.0), 3))
+            await self.pass_once()
+
+    def pending(self) -> list[UUID]:
+        table = self.world.ledger.consent_table
+        return [c.id for c in sorted(table.values(), key=lambda c: (c.created_at, c.id))
+                if c.status is ConsentStatus.PENDING]
+
+    async def pass_once(self) -> None:
+        rng = self.world.streams.actors
+        for cid in self.pending():
+            now = anyio.current_time()
+            if now < self.not_before.setdefault(cid, now + rng.uniform(1.0, 30.0)):
+                continue
+            pf = self.world.injector.hit("actor.approver", ACTOR_KINDS)
+            if pf is not None:
+                self.world.trace.emit("faults", "fault.fired", point="actor.approver",
+                                      fault=pf.fault, amount=pf.amount)
+                if pf.fault in (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_LATE):
+                    self.not_before[cid] = now + pf.amount
+                    continue
+            approve = rng.random() < 0.75
+            wrong = pf is not None and pf.fault is FaultKind.ACTOR_FAIL
+            times = 2 if pf is not None and pf.fault is FaultKind.ACTOR_DUPLICATE else 1
+            for _ in range(times):
+                await self._decide(cid, approve, wrong)
+
+    async def _decide(self, cid: UUID, approve: bool, wrong_principal: bool) -> None:
+        consent = self.world.ledger.consent_table[cid]
+        principal = "mallory" if wrong_principal else consent.owner
+        try:
+            await self.world.request(lambda boot: decide(boot.engine, cid, approve, principal))
+            outcome = "decided"
+        except (Unavailable, LedgerUnavailable) as exc:
+            outcome = type(exc).__name__
+        except RuntimeEngineError as exc:
+            outcome = type(exc).__name__
+        self.world.trace.emit("approver", "verdict", consent=str(cid), approve=approve,
+                              principal=principal, outcome=outcome)
+
+
+@dataclass
+class Operator:
+    """Cancels some Runs at random moments."""
+
+    world: World
+    share: float = 0.4
+
+    async def run(self, until: float) -> None:
+        rng = self.world.streams.actors
+        while anyio.current_time() < until:
+            await anyio.sleep(round(rng.uniform(3.0, 20.0), 3))
+            live = [r.id for r in sorted(self.world.ledger.run_table.values(),
+                                         key=lambda r: (r.created_at, r.id))
+                    if not r.status.terminal and r.status is not RunStatus.CANCELLING]
+            if live and rng.random() < self.share:
+                await self.cancel(rng.choice(live))
+
+    async def cancel(self, run_id: UUID) -> None:
+        try:
+            run = await self.world.request(lambda boot: boot.canceller.cancel(run_id))
+            outcome = run.status.value
+        except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
+            outcome = type(exc).__name__
+        self.world.trace.emit("operator", "cancel", run=str(run_id), outcome=outcome)

@@ -1,0 +1,85 @@
+"""Scenarios for durable and live waits, and for cancellation.
+
+- `consent`: Runs of `consent_gate` (one to four approval rounds, sometimes
+  several approvals at once) decided by an approver who may be slow, late,
+  repeat a verdict or use the wrong principal;
+- `delegate`: Runs of `delegate` whose agent jobs finish, fail or get lost;
+- `hardware`: Runs of `hardware` needing up to ten capabilities, so budgets
+  run out, with a slow or failing orchestrator;
+- `cancel`: a mix of every pattern while an operator cancels Runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from sim.scenarios import Scenario, register
+from sim.scenarios.people import Approver, Operator
+from sim.scenarios.workload import settle_client, submit_stream
+from sim.world import World
+
+CAPABILITIES = ("gpu", "tts", "vision")
+
+
+def content(world: World, pattern: str) -> dict[str, Any]:
+    rng = world.streams.workload
+    if pattern == "consent_gate":
+        return {"rounds": rng.choice((1, 1, 2, 3, 4)),
+                "approvals": 2 if rng.random() < 0.1 else 1}
+    if pattern == "delegate":
+        return {"task": rng.choice(("summarise", "translate", "search"))}
+    if pattern == "hardware":
+        n = rng.choice((1, 2, 3, 4, 9, 10))
+        cap = rng.choice(CAPABILITIES)
+        needs = [cap if rng.random() < 0.5 else rng.choice(CAPABILITIES) for _ in range(n)]
+        return {"needs": needs}
+    return {}
+
+
+async def _with_people(world: World, patterns: tuple[str, ...], operator: bool) -> None:
+    approver = Approver(world)
+    world.actors["approver"] = approver
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(approver.run)
+        if operator:
+            tg.start_soon(Operator(world).run, anyio.current_time() + 400.0)
+        await submit_stream(world, patterns, content)
+        tg.cancel_scope.cancel()
+
+
+async def heal(world: World) -> None:
+    await settle_client(world)
+    approver = world.actors.get("approver")
+    if isinstance(approver, Approver):
+        deadline = anyio.current_time() + 3600.0
+        while anyio.current_time() < deadline and (
+            approver.pending() or not all(r.status.terminal
+                                          for r in world.ledger.run_table.values())
+        ):
+            await approver.pass_once()
+            await anyio.sleep(5.0)
+
+
+def _scenario(name: str, patterns: tuple[str, ...], operator: bool = False) -> Scenario:
+    async def drive(world: World) -> None:
+        await _with_people(world, patterns, operator)
+
+    return register(Scenario(name, _describe(name), drive, heal))
+
+
+def _describe(name: str) -> str:
+    for line in (__doc__ or "").split("- `")[1:]:
+        if line.startswith(name + "`"):
+            return " ".join(line.split(":", 1)[1].split()).rstrip(";")
+    return name
+
+
+CONSENT = _scenario("consent", ("consent_gate",))
+DELEGATE = _scenario("delegate", ("delegate",))
+HARDWARE = _scenario("hardware", ("hardware",))
+CANCEL = _scenario(
+    "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
+    operator=True,
+)

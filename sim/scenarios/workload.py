@@ -1,0 +1,72 @@
+"""The shared client workload: a stream of Intents, with exact replays and
+conflicting reuse of idempotency keys, submitted over the process boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from runtime.models import Intent
+from sim.scenarios.client import Client, Submit
+from sim.world import World
+
+SESSIONS = ("s-1", "s-2", "s-3")
+
+ContentFn = Callable[[World, str], dict[str, Any]]
+
+
+def _no_content(world: World, pattern: str) -> dict[str, Any]:
+    return {}
+
+
+def _intent(world: World, i: int, patterns: tuple[str, ...], content: ContentFn) -> Submit:
+    rng = world.streams.workload
+    keyed = rng.random() < 0.6
+    pattern = rng.choice(patterns)
+    intent = Intent(
+        pattern=pattern,
+        prompt=f"prompt-{i}",
+        source="sim",
+        sigil=rng.choice(("alice", "bob")),
+        scopes=("runs:write",),
+        content=content(world, pattern) or {"n": i},
+        session=rng.choice(SESSIONS) if rng.random() < 0.25 else None,
+        priority=rng.randint(0, 100) if rng.random() < 0.5 else None,
+        idempotency_key=f"key-{i}" if keyed else None,
+    )
+    return Submit(intent, held=keyed and rng.random() < 0.3)
+
+
+async def submit_stream(
+    world: World,
+    patterns: tuple[str, ...],
+    content: ContentFn = _no_content,
+    count: tuple[int, int] = (12, 30),
+) -> None:
+    rng = world.streams.workload
+    client = Client(world, world.streams.actors)
+    world.actors["client"] = client
+    keyed: list[Submit] = []
+    for i in range(rng.randint(*count)):
+        await anyio.sleep(round(rng.expovariate(1 / 6), 3))
+        roll = rng.random()
+        if keyed and roll < 0.15:
+            sub = rng.choice(keyed)  # an exact replay
+        elif keyed and roll < 0.25:
+            prior = rng.choice(keyed)  # the same key for other work
+            changed = prior.intent.model_copy(update={"prompt": prior.intent.prompt + "-other"})
+            sub = Submit(changed, held=prior.held)
+        else:
+            sub = _intent(world, i, patterns, content)
+            if sub.intent.idempotency_key is not None:
+                keyed.append(sub)
+        await client.submit(sub)
+        await client.settle_debts(attempts=1)
+
+
+async def settle_client(world: World) -> None:
+    client = world.actors.get("client")
+    if isinstance(client, Client):
+        await client.settle_debts()
