@@ -13,6 +13,7 @@ cancellation a no-op; re-reading a CANCELLED Run repeats the sweep.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -20,6 +21,10 @@ import anyio
 
 from runtime import faults
 from runtime.errors import BrokerUnavailable, NotFound
+from runtime.events.bus import EventBus
+from runtime.events.errors import EventError
+from runtime.events.model import EventKind
+from runtime.events.repair import repair_terminal_evidence
 from runtime.keys import hop_key
 from runtime.models import AgentJobStatus, ConsentStatus, Run, RunStatus
 from runtime.seams import Deps, JobStatus
@@ -35,6 +40,7 @@ ACK_POLL_S = 0.5
 @dataclass
 class Canceller:
     deps: Deps
+    bus: EventBus | None = None
     elections: KeyedLocks = field(default_factory=KeyedLocks)
 
     async def cancel(self, run_id: UUID) -> Run:
@@ -54,7 +60,23 @@ class Canceller:
                 return run
             await self.deps.faults.point(faults.CANCEL_CONTAINED, run_id=run_id)
             done = await ledger.finish_cancel(run_id, run.seq, now())
-            return done or (await ledger.get_run(run_id)) or run
+            if done is None:
+                return (await ledger.get_run(run_id)) or run
+            await self._evidence(done)
+            return done
+
+    async def _evidence(self, run: Run) -> None:
+        """After terminal truth: the terminal Step, then any live channel closes."""
+        try:
+            await repair_terminal_evidence(self.deps, run)
+        except Exception as exc:  # startup's evidence paging repairs it
+            log.warning("cancel of %s: terminal Step not written: %r", run.id, exc)
+        if self.bus is not None:
+            channel = self.bus.get(run.id)
+            if channel is not None and not channel.closed:
+                with suppress(EventError):
+                    await channel.publish(EventKind.RUN_CANCELLED, {})
+                await self.bus.close(run.id)
 
     async def contain(self, run: Run) -> bool:
         """Fence the parent job, then every correlated child; True when all acknowledged."""

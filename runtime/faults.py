@@ -26,6 +26,7 @@ PUBLISH_SENT_BEFORE_ACK = "publish.sent_before_ack"
 CLAIM_COMMITTED = "claim.committed"
 EFFECT_APPLIED = "effect.applied"
 SETTLE_TERMINAL_COMMITTED = "settle.terminal_committed"
+SETTLE_EVIDENCE_WRITTEN = "settle.evidence_written"
 RECONCILE_STARTED = "reconcile.started"
 CONSENT_CHECKPOINT_SAVED = "consent.checkpoint_saved"
 CONSENT_ROW_SAVED = "consent.row_saved"
@@ -68,7 +69,12 @@ CATALOGUE: dict[str, FaultPoint] = {
         FaultPoint(
             SETTLE_TERMINAL_COMMITTED,
             "terminal status committed; evidence and cleanup not yet done",
-            "terminal truth stands; the Run never runs again",
+            "terminal truth stands; the missing terminal Step is repaired exactly once",
+        ),
+        FaultPoint(
+            SETTLE_EVIDENCE_WRITTEN,
+            "terminal Step written; checkpoint not yet deleted",
+            "startup's cleanup paging deletes the checkpoint; the Run is never revived",
         ),
         FaultPoint(
             CONSENT_CHECKPOINT_SAVED,

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from runtime import faults
 from runtime.models import AgentJob, Consent, Run
 from runtime.seams import Deps
+
+
+class EventPublisher(Protocol):
+    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,16 @@ class HopContext:
     """The decided consent this hop resumed from, read from the ledger."""
     agent_job: AgentJob | None = None
     """The terminal agent job this hop resumed from, read from the ledger."""
+    events: EventPublisher | None = None
+    """The Run's event channel in this process (tokens are live-only)."""
+
+    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> None:
+        if self.events is not None:
+            await self.events.publish(kind, data)
+
+    async def token(self, text: str) -> None:
+        """A live-only token delta: shown to readers, never persisted."""
+        await self.publish("token", {"text": text})
 
     def resumed_with(self, **waits: Any) -> HopContext:
         return dataclasses.replace(self, **waits)

@@ -20,6 +20,9 @@ from uuid import UUID
 import anyio
 
 from runtime import faults
+from runtime.events.bus import EventBus
+from runtime.events.hop import HopEvents
+from runtime.events.model import EventKind
 from runtime.graph.runner import GraphRunner
 from runtime.hop import HopContext
 from runtime.keys import hop_key
@@ -73,6 +76,9 @@ class Worker:
     deps: Deps
     registry: WorkflowRegistry
     gate: ClaimGate = field(default_factory=ClaimGate)
+    bus: EventBus = field(default_factory=EventBus)
+    evidence_debt: dict[UUID, int] = field(default_factory=dict)
+    """Runs whose terminal Steps did not all land in this process: repaired by the relay."""
 
     async def perform_run(self, run_id: UUID, seq: int) -> HopOutcome:
         await self.gate.wait_open()
@@ -84,9 +90,19 @@ class Worker:
         if not claim.claimed or claim.run is None:
             return HopOutcome.SKIPPED
         await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
+        async with HopEvents(self.deps, self.bus, claim.run, seq) as events:
+            await events.publish(EventKind.RUN_CLAIMED, {"seq": seq})
+            result = await self._hop(claim.run, claim.delivery, events)
+        if events.debt:
+            self.evidence_debt[run_id] = seq
+        return result
+
+    async def _hop(self, run: Run, delivery: RunDelivery | None, events: HopEvents) -> HopOutcome:
+        ledger, clock = self.deps.ledger, self.deps.clock
+        run_id, seq = run.id, run.seq
         outcome: list[Settlement | Parked] = []
         try:
-            await self._execute(claim.run, claim.delivery, outcome)
+            await self._execute(run, delivery, outcome, events)
         finally:
             # Once the nodes have produced an outcome it is settled even if the
             # hop is cancelled now (for instance while the touch task group
@@ -99,22 +115,31 @@ class Worker:
                         lambda: ledger.settle_run(run_id, seq, settlement, clock.now())
                     )
         if outcome and isinstance(outcome[0], Parked):
-            return HopOutcome.FENCED if outcome[0].fenced else HopOutcome.PARKED
+            parked = outcome[0]
+            if parked.status is not None:
+                await events.parked(parked.status)
+            return HopOutcome.FENCED if parked.fenced else HopOutcome.PARKED
         if settled is None:
             return HopOutcome.FENCED
         await self.deps.faults.point(faults.SETTLE_TERMINAL_COMMITTED, run_id=run_id, seq=seq)
+        await events.terminal(settled)
+        await self.deps.faults.point(faults.SETTLE_EVIDENCE_WRITTEN, run_id=run_id, seq=seq)
         await self._cleanup(run_id)
         return HopOutcome.SETTLED
 
     async def _execute(
-        self, run: Run, delivery: RunDelivery | None, outcome: list[Settlement | Parked]
+        self,
+        run: Run,
+        delivery: RunDelivery | None,
+        outcome: list[Settlement | Parked],
+        events: HopEvents,
     ) -> None:
         """Run one hop of the pinned Pattern; append its outcome as soon as it is known."""
         pattern = self.registry.pinned(run.pattern, run.pattern_version)
         if pattern is None or delivery is None:
             outcome.append(Settlement(status=RunStatus.FAILED, error=PINNED_PATTERN_UNAVAILABLE))
             return
-        ctx = HopContext(self.deps, run, delivery.seq)
+        ctx = HopContext(self.deps, run, delivery.seq, events=events)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._touch, hop_key(run.id, delivery.seq))
             try:

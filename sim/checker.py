@@ -68,6 +68,11 @@ INVARIANTS: dict[str, Invariant] = {
                   "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("hardware_budget", "at most 8 hardware convergence calls per Run and 3 in a row "
                   "for one capability", "seed 003 'Three boundaries'"),
+        Invariant("terminal_evidence_once", "after heal every terminal Run has exactly one "
+                  "terminal Step", "seed 000 'Events, settlement, and waits'"),
+        Invariant("subscriber_order", "every subscriber sees a Run's events in cursor order, "
+                  "gaps only at an explicit resync, and at most one terminal event",
+                  "seed 000 'Events, settlement, and waits'"),
         Invariant("liveness", "after heal every admitted Run is terminal: nothing QUEUED, RUNNING "
                   "or CANCELLING remains", "DESIGN section 6"),
     )
@@ -338,6 +343,40 @@ class Checker:
         for key, ids in sorted(by_key.items()):
             if len(ids) > 1:
                 self.fail("idempotent_admission", f"key {key} admitted {len(ids)} Runs", key=key)
+
+    def _check_evidence(self) -> None:
+        terminal = {"run.done", "run.failed", "run.cancelled"}
+        for rid, run in sorted(self.world.ledger.run_table.items(), key=lambda kv: str(kv[0])):
+            if not run.status.terminal:
+                continue
+            n = sum(1 for s in self.world.ledger.step_log.get(rid, []) if s.kind in terminal)
+            if n != 1:
+                self.fail("terminal_evidence_once", f"Run {rid} ({run.status.value}) has {n} "
+                          "terminal Steps", run=_brief(run))
+
+    def _check_subscribers(self) -> None:
+        streams: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        for rec in self.world.trace.records():
+            if rec["event"] == "sub.event":
+                d = rec["data"]
+                streams.setdefault((d["sub"], d["run"], rec["boot"]), []).append(d)
+        for (sub, run, boot), events in sorted(streams.items()):
+            last, terminals, resync_next = 0, 0, False
+            for e in events:
+                if terminals:
+                    self.fail("subscriber_order", f"{sub} saw {e['kind']} after the terminal "
+                              f"event of Run {run}", boot=boot)
+                if e["kind"] == "resync":
+                    resync_next = True
+                    last = e["cursor"]
+                    continue
+                gap = e["cursor"] != last + 1 and last != 0
+                if e["cursor"] <= last or (gap and not resync_next):
+                    self.fail("subscriber_order", f"{sub} saw cursor {e['cursor']} after {last} "
+                              f"on Run {run}", boot=boot)
+                resync_next = False
+                last = e["cursor"]
+                terminals += e["kind"] in ("run.done", "run.failed", "run.cancelled")
 
     def _check_liveness(self) -> None:
         for run in sorted(self.world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):

@@ -8,7 +8,7 @@ import random
 import uuid
 from dataclasses import dataclass
 
-STREAMS = ("workload", "faults", "scheduler", "actors", "ids")
+STREAMS = ("workload", "faults", "scheduler", "actors", "ids", "restarts")
 
 
 def stream(seed: int, name: str) -> random.Random:
@@ -23,6 +23,7 @@ class Streams:
     scheduler: random.Random
     actors: random.Random
     ids: random.Random
+    restarts: random.Random
 
     @classmethod
     def from_seed(cls, seed: int) -> Streams:

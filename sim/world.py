@@ -79,7 +79,7 @@ class Boot:
         )
         self.engine = RunEngine(self.deps, world.registry)
         self.worker = Worker(self.deps, world.registry)
-        self.canceller = Canceller(self.deps)
+        self.canceller = Canceller(self.deps, bus=self.worker.bus)
 
     def check_alive(self) -> None:
         if not self.alive:
@@ -129,7 +129,7 @@ class Boot:
         self.world.boot_live.set()
 
     async def _relay(self, cutoff: datetime) -> None:
-        relays = Relays(self.engine, cutoff, self.canceller)
+        relays = Relays(self.engine, cutoff, self.canceller, self.worker.evidence_debt)
         while True:
             await anyio.sleep(relays.every_s)
             await relays.pass_once()
@@ -226,7 +226,7 @@ class World:
                 await boot.run()
                 tg.cancel_scope.cancel()
             self.boot_live = anyio.Event()
-            await anyio.sleep(round(self.streams.faults.uniform(low, high), 3))
+            await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
 
     async def _random_crash(self, boot: Boot) -> None:
         at = self.injector.roll_boot_crash(anyio.current_time())

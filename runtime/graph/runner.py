@@ -89,7 +89,9 @@ class GraphRunner:
         waits = Waits(self.ctx, self.pattern, checkpoint)
         ctx = await waits.context_for(resumed) if resumed else self.ctx
         while True:
+            await ctx.publish("node.started", {"node": node})
             outcome = await self.pattern.node(node).run(ctx, state)
+            await ctx.publish("node.completed", {"node": node})
             state, transition = self._split(node, outcome)
             if resumed is not None:
                 resumed.status = SnapshotStatus.SUCCESS

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from runtime.patterns.basic import ECHO, TWO_STEP
+from runtime.patterns.basic import CHATTY, ECHO, TWO_STEP
 from runtime.patterns.waits import CONSENT_GATE, DELEGATE, EFFECTFUL, HARDWARE
 from runtime.registry import WorkflowRegistry
 
 
 def default_registry() -> WorkflowRegistry:
     registry = WorkflowRegistry()
-    for pattern in (ECHO, TWO_STEP, CONSENT_GATE, DELEGATE, HARDWARE, EFFECTFUL):
+    for pattern in (ECHO, TWO_STEP, CHATTY, CONSENT_GATE, DELEGATE, HARDWARE, EFFECTFUL):
         registry.register(pattern)
     return registry
 
 
 __all__ = [
+    "CHATTY",
     "CONSENT_GATE", "DELEGATE", "ECHO", "EFFECTFUL", "HARDWARE", "TWO_STEP", "default_registry",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from runtime.hop import HopContext
 from runtime.registry import Node, Pattern
 
@@ -27,3 +29,15 @@ TWO_STEP = Pattern(
     version=1,
     nodes=(Node("prepare", _prepare), Node("apply_effect", _apply_effect)),
 )
+
+
+async def _speak(ctx: HopContext, state: dict[str, Any]) -> dict[str, Any]:
+    """Stream `tokens` live-only token deltas, a little apart."""
+    count = int(state.get("tokens", 50))
+    for i in range(count):
+        await ctx.token(f"t{i}")
+        await anyio.sleep(0.05)
+    return {**state, "spoken": count}
+
+
+CHATTY = Pattern(name="chatty", version=1, nodes=(Node("speak", _speak),))

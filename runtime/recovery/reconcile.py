@@ -1,9 +1,9 @@
 """reconcile_runs: startup reconciliation, called by lifespan with its boot cutoff.
 
 Seed 000_81a5c720b14d934a.txt ("Cancellation, mutation, and recovery"), in
-its order: retry CANCELLING; page terminal Runs to retry idempotent
-checkpoint deletion; fence and classify orphaned RUNNING / AWAITING_HARDWARE
-work (park the exact pre-park windows, fail the rest as lost after
+its order: retry CANCELLING; page terminal Runs to repair missing terminal
+Steps and retry idempotent checkpoint deletion; fence and classify orphaned
+RUNNING / AWAITING_HARDWARE work (park the exact pre-park windows, fail the rest as lost after
 containment); re-admit decided consents and terminal delegated waits; then
 recover every QUEUED Run's exact delivery. It is never registered as
 broker-callable work: only a process that knows its own boot cutoff can tell
@@ -20,6 +20,7 @@ from uuid import UUID
 from runtime import faults
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
+from runtime.events.repair import repair_terminal_evidence
 from runtime.models import TERMINAL_STATUSES, RunStatus
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
@@ -36,6 +37,7 @@ class ReconcileReport:
     orphans: dict[str, list[UUID]] = field(default_factory=dict)
     deliveries: dict[str, list[UUID]] = field(default_factory=dict)
     refired: list[UUID] = field(default_factory=list)
+    repaired: list[UUID] = field(default_factory=list)
 
     @property
     def failed_orphans(self) -> list[UUID]:
@@ -64,6 +66,8 @@ async def reconcile_runs(engine: RunEngine, boot_cutoff: datetime) -> ReconcileR
         done = await canceller.cancel(run.id)
         report.cancelling.setdefault(done.status.value, []).append(run.id)
     async for run in all_runs(deps.ledger, sorted(TERMINAL_STATUSES)):
+        if await repair_terminal_evidence(deps, run):
+            report.repaired.append(run.id)
         await deps.ledger.delete_checkpoint(run.id)
     async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
         verdict = await recover_orphan(engine, canceller, run)

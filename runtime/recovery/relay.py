@@ -16,11 +16,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from uuid import UUID
 
 import anyio
 
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
+from runtime.events.repair import repair_terminal_evidence
 from runtime.models import Run, RunStatus
 from runtime.recovery.deliveries import DeliveryRecovery
 from runtime.recovery.orphans import recover_orphan
@@ -38,6 +40,8 @@ class Relays:
     engine: RunEngine
     boot_cutoff: datetime
     canceller: Canceller
+    evidence_debt: dict[UUID, int] = field(default_factory=dict)
+    """Runs of this process whose terminal Steps did not land (the worker's debts)."""
     every_s: float = RELAY_EVERY_S
     errors: int = field(default=0)
 
@@ -54,6 +58,19 @@ class Relays:
         await self._each(RunStatus.AWAITING_CONSENT, lambda r: refire_consent(self.engine, r))
         await self._each(RunStatus.AWAITING_DELEGATE, lambda r: refresh_delegate(self.engine, r))
         await self._each(RunStatus.QUEUED, recovery.recover)
+        await self._repair_evidence()
+
+    async def _repair_evidence(self) -> None:
+        deps = self.engine.deps
+        for run_id in sorted(self.evidence_debt, key=str):
+            try:
+                run = await deps.ledger.get_run(run_id)
+                if run is not None and run.status.terminal:
+                    await repair_terminal_evidence(deps, run)
+                    del self.evidence_debt[run_id]
+            except Exception as exc:
+                self.errors += 1
+                log.warning("relay: evidence of Run %s not repaired: %r", run_id, exc)
 
     async def _each(self, status: RunStatus, fn: Callable[[Run], Awaitable[object]]) -> None:
         try:

@@ -62,6 +62,8 @@ class Injector:
             FaultKind.ACTOR_FAIL: o.actor_fail_per_call,
             FaultKind.ACTOR_DUPLICATE: o.actor_duplicate_per_call,
             FaultKind.ACTOR_LATE: o.actor_late_per_call,
+            FaultKind.STEP_STALL: o.step_stall_per_append,
+            FaultKind.STEP_APPEND_FAIL: o.step_fail_per_append,
         }[kind]
 
     def _amount(self, kind: FaultKind) -> float:
@@ -69,6 +71,8 @@ class Injector:
             return round(self.rng.uniform(0.0, self.options.max_latency_s), 3)
         if kind is FaultKind.DELAYED_DELIVERY:
             return round(self.rng.uniform(0.0, self.options.max_delivery_delay_s), 3)
+        if kind is FaultKind.STEP_STALL:
+            return round(self.rng.uniform(0.0, self.options.max_stall_s), 3)
         if kind in (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_LATE):
             return round(self.rng.uniform(30.0, 300.0), 3)
         return 0.0

@@ -60,6 +60,13 @@ class FaultOptions(BaseModel):
     actor_late_per_call: float = Field(
         default=0.0, ge=0, le=1, description="a verdict or result arrives after a long delay"
     )
+    step_stall_per_append: float = Field(
+        default=0.0, ge=0, le=1, description="a Step append stalls for up to max_stall_s"
+    )
+    step_fail_per_append: float = Field(
+        default=0.0, ge=0, le=1, description="a Step append fails before commit"
+    )
+    max_stall_s: float = Field(default=20.0, ge=0)
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -78,6 +85,8 @@ class FaultOptions(BaseModel):
             (FaultKind.ACTOR_FAIL, self.actor_fail_per_call),
             (FaultKind.ACTOR_DUPLICATE, self.actor_duplicate_per_call),
             (FaultKind.ACTOR_LATE, self.actor_late_per_call),
+            (FaultKind.STEP_STALL, self.step_stall_per_append),
+            (FaultKind.STEP_APPEND_FAIL, self.step_fail_per_append),
         ]
         return [kind for kind, p in pairs if p > 0]
 
@@ -99,6 +108,8 @@ DEFAULT = FaultOptions(
     actor_fail_per_call=0.05,
     actor_duplicate_per_call=0.05,
     actor_late_per_call=0.05,
+    step_stall_per_append=0.02,
+    step_fail_per_append=0.02,
 )
 
 PROFILES = ("calm", "default", "swarm")
@@ -125,6 +136,8 @@ def swarm(rng: random.Random) -> FaultOptions:
         actor_fail_per_call=maybe(0.2),
         actor_duplicate_per_call=maybe(0.2),
         actor_late_per_call=maybe(0.2),
+        step_stall_per_append=maybe(0.1),
+        step_fail_per_append=maybe(0.1),
         max_crashes=rng.randint(1, 10),
     )
 

@@ -30,6 +30,8 @@ class FaultKind(enum.StrEnum):
     ACTOR_FAIL = "actor_fail"
     ACTOR_DUPLICATE = "actor_duplicate"
     ACTOR_LATE = "actor_late"
+    STEP_STALL = "step_stall"
+    STEP_APPEND_FAIL = "step_append_fail"
 
 
 class AtPoint(BaseModel):

@@ -32,6 +32,7 @@ LEDGER_READ = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_LATENCY)
 LEDGER_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind.LEDGER_LATENCY)
 PUBLISH = (FaultKind.PUBLISH_FAIL, FaultKind.ACK_LOST, FaultKind.DELAYED_DELIVERY)
 DELIVER = (FaultKind.DUPLICATE_DELIVERY,)
+STEP = (FaultKind.STEP_STALL, FaultKind.STEP_APPEND_FAIL)
 
 
 class _Guarded:
@@ -85,6 +86,8 @@ class SimLedger(_Guarded):
 
     async def _tx(self, name: str, write: bool, op: Callable[[], Awaitable[T]]) -> T:
         self.boot.check_alive()
+        if name == "append_step":
+            await self._step_faults()
         fault, amount = self._fire(f"ledger.{name}", LEDGER_WRITE if write else LEDGER_READ)
         if fault is FaultKind.LEDGER_LATENCY:
             await anyio.sleep(amount)
@@ -96,6 +99,14 @@ class SimLedger(_Guarded):
         if fault is FaultKind.LEDGER_AMBIGUOUS:
             raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
         return result
+
+    async def _step_faults(self) -> None:
+        """The Step writer's own faults: a stalled or a failed append."""
+        fault, amount = self._fire("steps.append", STEP)
+        if fault is FaultKind.STEP_STALL:
+            await anyio.sleep(amount)
+        if fault is FaultKind.STEP_APPEND_FAIL:
+            raise LedgerUnavailable("injected Step append failure")
 
 
 def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:

@@ -43,4 +43,4 @@ def resolve(spec: str) -> list[Scenario]:
 
 
 def _load_builtin() -> None:
-    from sim.scenarios import basic, waits  # noqa: F401
+    from sim.scenarios import basic, events, waits  # noqa: F401

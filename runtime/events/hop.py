@@ -1,0 +1,102 @@
+"""HopEvents: the event channel and Step writer of one hop, as perform_run uses them.
+
+Seed 000_81a5c720b14d934a.txt, "Events, settlement, and waits": the hop
+publishes its lifecycle on the Run's channel; non-token events are teed to
+Step rows in order. Terminal truth commits first; then the terminal event
+is published, the writer chain is flushed (a failed append becomes evidence
+debt, repaired later, and never changes Run truth), and the channel closes.
+A parked hop flushes too and leaves its channel open for readers, with no
+writer attached.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+
+from runtime.events.bus import EventBus
+from runtime.events.channel import RunChannel
+from runtime.events.errors import EventError, StepWriteFailed
+from runtime.events.model import EventKind
+from runtime.events.writer import StepWriter
+from runtime.models import Run, RunStatus
+from runtime.seams import Deps
+
+log = logging.getLogger(__name__)
+
+PUBLISH_BOUND_S = 5.0
+
+TERMINAL_KINDS = {
+    RunStatus.DONE: EventKind.RUN_DONE,
+    RunStatus.FAILED: EventKind.RUN_FAILED,
+    RunStatus.CANCELLED: EventKind.RUN_CANCELLED,
+}
+
+
+def run_record(run: Run) -> dict[str, Any]:
+    return run.model_dump(mode="json", include={"id", "status", "seq", "result", "error"})
+
+
+class HopEvents:
+    def __init__(self, deps: Deps, bus: EventBus, run: Run, seq: int) -> None:
+        self.deps = deps
+        self.bus = bus
+        self.run = run
+        self.writer = StepWriter(deps.ledger, deps.clock, run.id, seq)
+        self.channel: RunChannel | None = None
+        self.debt = False
+
+    async def __aenter__(self) -> Self:
+        await self.writer.__aenter__()
+        self.channel = self.bus.open(self.run.id, lambda: run_record(self.run), sink=self.writer)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.channel is not None and not self.channel.closed:
+            self.channel.attach(None)
+        await self.writer.__aexit__(exc_type, exc, tb)
+
+    def track(self, run: Run) -> None:
+        """The authoritative record a resync snapshot shows."""
+        self.run = run
+
+    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> None:
+        """Best effort and bounded: shielded so a cancellation arriving as a node
+        returns cannot lose the node's outcome, and never longer than PUBLISH_BOUND_S."""
+        if self.channel is None:
+            return
+        with anyio.move_on_after(PUBLISH_BOUND_S, shield=True) as scope:
+            try:
+                await self.channel.publish(kind, data)
+            except EventError as exc:  # evidence is best effort; it never fails the hop
+                log.warning("event %s of Run %s not published: %s", kind, self.run.id, exc)
+        if scope.cancelled_caught:
+            log.warning("event %s of Run %s not published within %ss", kind, self.run.id,
+                        PUBLISH_BOUND_S)
+
+    async def terminal(self, run: Run) -> None:
+        """After terminal truth committed: terminal event, flush, close."""
+        self.track(run)
+        await self.publish(TERMINAL_KINDS[run.status], {"error": run.error})
+        await self._flush()
+        await self.bus.close(run.id)
+
+    async def parked(self, status: RunStatus) -> None:
+        await self.publish(EventKind.RUN_PARKED, {"status": status.value})
+        await self._flush()
+
+    async def _flush(self) -> None:
+        try:
+            await self.writer.barrier()
+        except StepWriteFailed as exc:
+            self.debt = True
+            log.warning("Steps of Run %s not all written: %s", self.run.id, exc)

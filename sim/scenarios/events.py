@@ -1,0 +1,79 @@
+"""Scenario `events`: Runs that stream hundreds of live tokens while fast,
+slow and late subscribers follow them, one with a cursor from the future;
+every subscriber's stream is checked for order, resync boundaries and a
+single terminal event."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+from uuid import UUID
+
+import anyio
+
+from runtime.events.errors import EventError
+from runtime.models import RunStatus
+from sim.scenarios import Scenario, register
+from sim.scenarios.workload import settle_client, submit_stream
+from sim.world import Boot, Unavailable, World
+
+KINDS = ("fast", "slow", "late", "future")
+
+
+def content(world: World, pattern: str) -> dict[str, Any]:
+    if pattern == "chatty":
+        return {"tokens": world.streams.workload.randint(100, 600)}
+    return {}
+
+
+async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Random) -> str:
+    channel = boot.worker.bus.get(run_id)
+    if channel is None:
+        return "no-channel"
+    after = {"late": 1, "future": channel.cursor + 1000}.get(kind, 0)
+    pause = 0.2 if kind == "slow" else 0.0
+    try:
+        async with channel.subscribe(after_cursor=after) as sub:
+            async for event in sub:
+                boot.world.trace.emit("subscriber", "sub.event", sub=name, run=str(run_id),
+                                      cursor=event.cursor, kind=event.kind)
+                if pause:
+                    await anyio.sleep(pause)
+    except EventError as exc:
+        return type(exc).__name__
+    return "ended"
+
+
+async def subscribers(world: World, until: float) -> None:
+    rng = world.streams.actors
+    n = 0
+    async with anyio.create_task_group() as tg:
+        while anyio.current_time() < until:
+            await anyio.sleep(round(rng.uniform(0.5, 4.0), 3))
+            live = [r.id for r in sorted(world.ledger.run_table.values(),
+                                         key=lambda r: (r.created_at, r.id))
+                    if r.status is RunStatus.RUNNING]
+            if not live:
+                continue
+            n += 1
+            run_id, kind = rng.choice(live), rng.choice(KINDS)
+            tg.start_soon(_one, world, run_id, f"sub-{n}-{kind}", kind, rng)
+        tg.cancel_scope.cancel()
+
+
+async def _one(world: World, run_id: UUID, name: str, kind: str, rng: random.Random) -> None:
+    try:
+        outcome = await world.request(lambda boot: follow(boot, run_id, name, kind, rng))
+    except Unavailable:
+        outcome = "connection lost"
+    world.trace.emit("subscriber", "sub.done", sub=name, run=str(run_id), outcome=outcome)
+
+
+async def drive(world: World) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(subscribers, world, anyio.current_time() + 400.0)
+        await submit_stream(world, ("chatty", "echo"), content)
+        tg.cancel_scope.cancel()
+
+
+EVENTS = register(Scenario("events", __doc__ or "", drive, settle_client))
