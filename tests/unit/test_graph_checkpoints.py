@@ -18,7 +18,7 @@ from runtime.graph.runner import GraphRunner
 from runtime.graph.snapshots import SCHEMA, Checkpoint, EndSnapshot, NodeSnapshot, SnapshotStatus
 from runtime.graph.transitions import AwaitConsent, End, NeedHardware
 from runtime.hop import HopContext
-from runtime.models import ConsentStatus, ResumeMode, RunStatus
+from runtime.models import ConsentStatus, ResumeMode, RunStatus, Settlement
 from runtime.patterns.waits import HardwareNeeds
 from runtime.registry import Node, Pattern
 from runtime.stasis.consent import decide
@@ -133,7 +133,7 @@ async def test_a_finished_walk_appends_an_end_snapshot_with_final_state_and_resu
 
     outcome = await runner._walk(checkpoint, "n0", {"x": 1})
 
-    assert outcome.status is RunStatus.DONE  # type: ignore[union-attr]
+    assert isinstance(outcome, Settlement) and outcome.status is RunStatus.DONE
     assert checkpoint.history == [EndSnapshot(state={"x": 2}, result={"answer": 2})]
     # Both snapshot kinds round-trip through the stored document.
     checkpoint.history.insert(0, NodeSnapshot(node="n0", state={"x": 1}, run_id=run_id,

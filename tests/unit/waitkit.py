@@ -23,7 +23,7 @@ from runtime.errors import BrokerUnavailable
 from runtime.models import AgentJob, AgentJobStatus, Intent, Run
 from runtime.patterns import default_registry
 from runtime.registry import Pattern, WorkflowRegistry
-from runtime.seams import AgentJobReport, Deps, JobInfo
+from runtime.seams import AgentJobReport, AgentRuntime, Deps, JobInfo, Orchestrator
 from runtime.worker import HopOutcome, Worker
 from tests.unit.fakes import FakeClock, FakeEntropy, LedgerProxy, ScriptedFaults, SpyBroker, World
 
@@ -137,8 +137,8 @@ class FakeOrchestrator:
 
 def wait_world(
     *patterns: Pattern,
-    agents: FakeAgents | None = None,
-    orchestrator: FakeOrchestrator | None = None,
+    agents: AgentRuntime | None = None,
+    orchestrator: Orchestrator | None = None,
     proxy: bool = False,
     boot_id: str = "boot-1",
 ) -> World:
@@ -168,9 +168,10 @@ def reboot(
     """The next process incarnation: same ledger, broker, clock and id source."""
     w.clock.advance(1)
     registry = registry if registry is not None else w.registry
-    deps = dataclasses.replace(w.deps, faults=ScriptedFaults(), boot_id=boot_id)
+    faults = ScriptedFaults()
+    deps = dataclasses.replace(w.deps, faults=faults, boot_id=boot_id)
     return dataclasses.replace(
-        w, faults=deps.faults, deps=deps, registry=registry,
+        w, faults=faults, deps=deps, registry=registry,
         engine=RunEngine(deps, registry), worker=Worker(deps, registry),
     )
 
