@@ -16,7 +16,9 @@ from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.ledger import MemoryLedger
-from runtime.models import Claim, DeliveryState, RunStatus
+from runtime.cancel import Canceller
+from runtime.models import Claim, DeliveryState, Run, RunStatus
+from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 
 ENV = "SIM_BREAK"
 
@@ -37,7 +39,33 @@ async def _unfenced_claim(
     return Claim(claimed=True, run=run, delivery=d)
 
 
-BREAKS = {"claim_fence": ("claim_delivery", _unfenced_claim)}
+async def _no_containment(self: Canceller, run: Run) -> bool:
+    """Cancellation that claims containment without fencing anything."""
+    return True
+
+
+async def _rotate_without_fence(self: DeliveryRecovery, run: Run) -> DeliveryVerdict:
+    """Delivery recovery that rotates a pre-boot active job without fencing it first."""
+    deps = self.engine.deps
+    delivery = await deps.ledger.get_delivery(run.id, run.seq)
+    if delivery is None or delivery.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
+        return await _ORIGINAL_RECOVER(self, run)
+    job = await deps.broker.probe(delivery.key)
+    if job is None or not self._pre_boot_active(job.status, job.started_at):
+        return await _ORIGINAL_RECOVER(self, run)
+    rotated = await deps.ledger.rotate_delivery(run.id, run.seq, deps.clock.now())
+    if rotated is not None:
+        await self.engine.publish(rotated)
+    return DeliveryVerdict.ROTATED
+
+
+_ORIGINAL_RECOVER = DeliveryRecovery.recover
+
+BREAKS: dict[str, tuple[type, str, object]] = {
+    "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
+    "no_containment": (Canceller, "contain", _no_containment),
+    "orphan_fence": (DeliveryRecovery, "recover", _rotate_without_fence),
+}
 
 
 @contextmanager
@@ -47,13 +75,13 @@ def broken(name: str | None) -> Iterator[None]:
         return
     if name not in BREAKS:
         raise KeyError(f"unknown break {name!r}; known: {', '.join(BREAKS)}")
-    attr, replacement = BREAKS[name]
-    original = getattr(MemoryLedger, attr)
-    setattr(MemoryLedger, attr, replacement)
+    owner, attr, replacement = BREAKS[name]
+    original = getattr(owner, attr)
+    setattr(owner, attr, replacement)
     try:
         yield
     finally:
-        setattr(MemoryLedger, attr, original)
+        setattr(owner, attr, original)
 
 
 def from_env() -> str | None:

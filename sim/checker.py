@@ -73,6 +73,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("subscriber_order", "every subscriber sees a Run's events in cursor order, "
                   "gaps only at an explicit resync, and at most one terminal event",
                   "seed 000 'Events, settlement, and waits'"),
+        Invariant("fenced_before_rotation", "a delivery is rotated only once the broker job of "
+                  "its old sequence is finished or absent", "seed 000 'Cancellation, mutation, "
+                  "and recovery'"),
         Invariant("liveness", "after heal every admitted Run is terminal: nothing QUEUED, RUNNING "
                   "or CANCELLING remains", "DESIGN section 6"),
     )
@@ -197,6 +200,16 @@ class Checker:
                           before=_brief(prev), after=_brief(run), delivery=_brief(before))
 
     def _delivery_changed(self, prev: RunDelivery | None, d: RunDelivery) -> None:
+        if (
+            d.state is DeliveryState.FAILED
+            and prev is not None
+            and prev.state in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
+            and (d.run_id, d.seq + 1) in self.world.ledger.delivery_table
+        ):
+            job = self.world.broker.jobs.get(d.key)
+            if job is not None and job.info.status.live:
+                self.fail("fenced_before_rotation", f"delivery {d.key} rotated while its job is "
+                          f"{job.info.status.value}", delivery=_brief(d))
         if d.state is not DeliveryState.CLAIMED:
             return
         if prev is not None and prev.state is DeliveryState.CLAIMED:

@@ -31,3 +31,16 @@ def test_basic_campaign_500_seeds_holds_and_covers_every_kind(tmp_path: Path) ->
     points = doc["coverage"]["points"]
     for point in CATALOGUE:
         assert points.get(point, {}).get("hits", 0) > 0, point
+
+
+def test_all_scenarios_swarm_campaign_fires_every_catalogued_point(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "campaign", "--scenario", "all", "--profile",
+         "swarm", "--seeds", "1-300", "--jobs", "2", "--require-coverage", "--json", str(report)],
+        capture_output=True, text=True, timeout=2400,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(report.read_text())
+    assert doc["violations"] == []
+    assert doc["coverage_gaps"] == []

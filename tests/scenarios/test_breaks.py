@@ -1,0 +1,35 @@
+"""The checker catches each test-only fence break (sim.breaks)."""
+
+from __future__ import annotations
+
+import json
+
+from sim.kernel import run_simulation
+
+
+def _first_violation(scenario: str, break_name: str, seeds: range) -> tuple[int, str, str]:
+    for seed in seeds:
+        result = run_simulation(seed, scenario, "swarm", break_name=break_name)
+        if result.violation is not None:
+            return seed, result.violation.invariant, result.violation.message
+    raise AssertionError(f"{break_name} went unnoticed over {seeds}")
+
+
+def test_cancellation_without_containment_is_caught() -> None:
+    seed, invariant, message = _first_violation("cancel", "no_containment", range(1, 60))
+    assert invariant == "cancelled_after_containment"
+    assert "CANCELLED while" in message or "CANCELLED with consent" in message
+    again = run_simulation(seed, "cancel", "swarm", break_name="no_containment")
+    assert again.invariant == invariant  # the replay reproduces it
+
+
+def test_the_same_seeds_hold_with_containment() -> None:
+    seed, _, _ = _first_violation("cancel", "no_containment", range(1, 60))
+    assert run_simulation(seed, "cancel", "swarm").ok
+
+
+def test_rotating_a_pre_boot_job_without_fencing_is_caught() -> None:
+    seed, invariant, _ = _first_violation("cancel", "orphan_fence", range(1, 200))
+    assert invariant == "fenced_before_rotation"
+    trace = run_simulation(seed, "cancel", "swarm", break_name="orphan_fence").trace_lines
+    assert any(json.loads(line)["event"] == "boot.crash" for line in trace)
