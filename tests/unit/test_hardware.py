@@ -14,42 +14,15 @@ from uuid import UUID
 import pytest
 
 from runtime import faults
-from runtime.graph.budget import MAX_CONSECUTIVE, MAX_TOTAL, HardwareState
-from runtime.graph.transitions import AwaitConsent, End, NeedHardware
-from runtime.hop import HopContext
+from runtime.graph.budget import MAX_CONSECUTIVE, MAX_TOTAL
 from runtime.models import RunStatus
 from runtime.patterns import default_registry
-from runtime.registry import Node, Pattern
 from runtime.stasis import waits as waits_module
 from runtime.stasis.consent import decide
 from runtime.worker import HopOutcome, Worker
-from tests.unit.waitkit import FakeOrchestrator, admit, hop, run_of, tables, wait_world
+from tests.unit.waitkit import PLAN, FakeOrchestrator, admit, hop, run_of, tables, wait_world
 
 pytestmark = pytest.mark.anyio
-
-
-class Plan(HardwareState):
-    """A script of steps: a capability name asks for hardware, "consent" parks."""
-
-    steps: list[str] = []
-    trail: list[str] = []
-
-
-async def _step(ctx: HopContext, state: Plan) -> Any:
-    run = ctx.deps.ledger.run_table[ctx.run.id]  # type: ignore[attr-defined]
-    state = state.model_copy(update={"trail": [*state.trail, run.status.value]})
-    if not state.steps:
-        b = state.hardware_resume_budget
-        return state, End(result={"total": b.total, "consecutive": b.consecutive,
-                                  "last": b.last_capability, "trail": state.trail})
-    head, rest = state.steps[0], state.steps[1:]
-    state = state.model_copy(update={"steps": rest})
-    if head == "consent":
-        return state, AwaitConsent(then="step")
-    return state, NeedHardware(capability=head, then="step")
-
-
-PLAN = Pattern(name="plan", version=1, state_model=Plan, nodes=(Node("step", _step),))
 
 
 async def test_hardware_wait_checkpoints_then_awaits_then_returns_to_running() -> None:

@@ -20,9 +20,12 @@ import anyio
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
+from runtime.graph.budget import HardwareState
+from runtime.graph.transitions import AwaitConsent, End, NeedHardware
+from runtime.hop import HopContext
 from runtime.models import AgentJob, AgentJobStatus, Intent, Run
 from runtime.patterns import default_registry
-from runtime.registry import Pattern, WorkflowRegistry
+from runtime.registry import Node, Pattern, WorkflowRegistry
 from runtime.seams import AgentJobReport, AgentRuntime, Deps, JobInfo, Orchestrator
 from runtime.worker import HopOutcome, Worker
 from tests.unit.fakes import FakeClock, FakeEntropy, LedgerProxy, ScriptedFaults, SpyBroker, World
@@ -133,6 +136,35 @@ class FakeOrchestrator:
             await anyio.sleep_forever()
         if self.fail_with is not None:
             raise self.fail_with
+
+
+class Plan(HardwareState):
+    """A script of steps: a capability name asks for hardware, "consent" parks.
+
+    Each visit records the Run's status as the ledger holds it, and the end
+    result reports the hardware budget the state carried.
+    """
+
+    steps: list[str] = []
+    trail: list[str] = []
+
+
+async def _step(ctx: HopContext, state: Plan) -> Any:
+    run = await ctx.deps.ledger.get_run(ctx.run.id)
+    assert run is not None
+    state = state.model_copy(update={"trail": [*state.trail, run.status.value]})
+    if not state.steps:
+        b = state.hardware_resume_budget
+        return state, End(result={"total": b.total, "consecutive": b.consecutive,
+                                  "last": b.last_capability, "trail": state.trail})
+    head, rest = state.steps[0], state.steps[1:]
+    state = state.model_copy(update={"steps": rest})
+    if head == "consent":
+        return state, AwaitConsent(then="step")
+    return state, NeedHardware(capability=head, then="step")
+
+
+PLAN = Pattern(name="plan", version=1, state_model=Plan, nodes=(Node("step", _step),))
 
 
 def wait_world(
