@@ -119,7 +119,7 @@ async def count(dsn: str, query: str) -> int:
 
 async def clear(dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("TRUNCATE saq_jobs, saq_stats, run_step, run_delivery, run")
+        await conn.execute("TRUNCATE saq_jobs, saq_stats, run CASCADE")
     await asyncio.sleep(FLUSH_WAIT_S)
 
 

@@ -107,7 +107,9 @@ class BrokerImpl:
         async with self.broker.queue("runs").pool.connection() as conn:
             await conn.execute("DELETE FROM saq_jobs")
 
-    async def wait_status(self, key: str, statuses: set[JobStatus], within: float = 8.0) -> JobInfo:
+    async def wait_status(
+        self, key: str, statuses: set[JobStatus], within: float = 15.0
+    ) -> JobInfo:
         """Poll until the job is in one of `statuses` (fails after `within` seconds)."""
         info: JobInfo | None = None
         with anyio.move_on_after(within):

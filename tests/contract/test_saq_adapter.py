@@ -229,7 +229,7 @@ async def test_observe_abort_sees_a_running_hop_end_aborted(saq: SaqBroker) -> N
         key = await publish(saq)
         with anyio.fail_after(10):
             await started.wait()
-        seen = await observe_abort(saq, key, "cancel the run", within_s=8.0, every_s=0.1)
+        seen = await observe_abort(saq, key, "cancel the run", within_s=20.0, every_s=0.1)
         tg.cancel_scope.cancel()
     assert seen.requested is not None and seen.requested.status is JobStatus.ABORTING
     assert seen.acknowledged
