@@ -28,6 +28,7 @@ EFFECT_APPLIED = "effect.applied"
 SETTLE_TERMINAL_COMMITTED = "settle.terminal_committed"
 SETTLE_EVIDENCE_WRITTEN = "settle.evidence_written"
 RECONCILE_STARTED = "reconcile.started"
+SHUTDOWN_STARTED = "shutdown.started"
 CONSENT_CHECKPOINT_SAVED = "consent.checkpoint_saved"
 CONSENT_ROW_SAVED = "consent.row_saved"
 CONSENT_DECIDED = "consent.decided"
@@ -120,6 +121,11 @@ CATALOGUE: dict[str, FaultPoint] = {
             CANCEL_CONTAINED,
             "containment acknowledged; CANCELLED not yet committed",
             "startup repeats containment and then finishes the cancellation",
+        ),
+        FaultPoint(
+            SHUTDOWN_STARTED,
+            "shutdown began: relays and workers are being stopped",
+            "the next boot reconciles whatever the dying boot left in flight",
         ),
         FaultPoint(
             RECONCILE_STARTED,

@@ -13,22 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
-from runtime.cancel import Canceller
-from runtime.engine import RunEngine
+from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete, StartupRefused
+from runtime.app.profiles import build_vessel
 from runtime.errors import ProcessCrashed
 from runtime.patterns import default_registry
-from runtime.recovery.reconcile import reconcile_runs
-from runtime.recovery.relay import Relays
 from runtime.registry import WorkflowRegistry
 from runtime.retry import RetryingLedger
 from runtime.seams import Deps, Ledger
-from runtime.worker import Lanes, Worker
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
@@ -77,9 +73,13 @@ class Boot:
             agents=BootAgents(self, world.agents),
             orchestrator=BootOrchestrator(self, world.orchestrator),
         )
-        self.engine = RunEngine(self.deps, world.registry)
-        self.worker = Worker(self.deps, world.registry)
-        self.canceller = Canceller(self.deps, bus=self.worker.bus)
+        self.vessel = build_vessel(self.deps, registry=world.registry)
+        self.lifespan = Lifespan(self.vessel, strict=False)
+        self.engine = self.vessel.engine
+        self.worker = self.vessel.worker
+        self.canceller = self.lifespan.canceller
+        self.stopping = anyio.Event()
+        self.stopped_cleanly = False
 
     def check_alive(self) -> None:
         if not self.alive:
@@ -94,45 +94,58 @@ class Boot:
             self.world.live_boot = None
         self.world.trace.emit("world", "boot.crash", boot=self.number, reason=reason)
 
+    def stop(self) -> None:
+        """A graceful restart: leave serving and run the lifespan's shutdown."""
+        self.stopping.set()
+
     async def run(self) -> None:
-        """Live until crashed; startup failure counts as a crash of this boot."""
-        cutoff = self.world.clock.now()
+        """Live until crashed or stopped; a failed startup counts as a crash."""
         self.world.trace.boot = self.number
         self.world.trace.emit("world", "boot.start", boot=self.number)
         try:
             with self.scope:
                 async with anyio.create_task_group() as tg:
                     self.tg = tg
-                    await self._start(cutoff, tg)
-                    await anyio.sleep_forever()
+                    await self._serve()
+                    tg.cancel_scope.cancel()
         except BaseException as exc:
             self._classify(exc)
 
-    async def _start(self, cutoff: datetime, tg: anyio.abc.TaskGroup) -> None:
+    async def _serve(self) -> None:
         try:
-            report = await reconcile_runs(self.engine, cutoff)
-        except Exception as exc:
-            self.world.trace.emit("world", "startup.failed", error=type(exc).__name__)
-            self.crash(f"startup failed: {type(exc).__name__}")
+            async with self.lifespan.serving() as status:
+                self._started(status)
+                await self.stopping.wait()
+                self.world.trace.emit("world", "boot.stopping", boot=self.number)
+                if self.world.live_boot is self:
+                    self.world.live_boot = None
+        except (StartupRefused, ShutdownIncomplete) as exc:
+            self.world.trace.emit("world", "boot.refused", reason=str(exc))
+            self.crash(type(exc).__name__)
             raise ProcessCrashed(self.id) from exc
+        except Exception as exc:
+            if self.lifespan.status.phase in ("starting", "reconciling"):
+                self.world.trace.emit("world", "startup.failed", error=type(exc).__name__)
+                self.crash(f"startup failed: {type(exc).__name__}")
+                raise ProcessCrashed(self.id) from exc
+            raise
+        self.stopped_cleanly = True
+        self.alive = False
+        self.world.trace.emit("world", "boot.stopped", boot=self.number)
+
+    def _started(self, status: LifespanStatus) -> None:
+        report = status.report
+        assert report is not None
         self.world.trace.emit(
             "world", "startup.done", degraded=report.degraded,
             failed_orphans=len(report.failed_orphans),
             orphans={k: len(v) for k, v in sorted(report.orphans.items())},
             deliveries={k: len(v) for k, v in sorted(report.deliveries.items())},
-            refired=len(report.refired),
+            refired=len(report.refired), repaired=len(report.repaired),
         )
-        tg.start_soon(Lanes(self.worker).serve)
-        tg.start_soon(self._relay, cutoff)
         self.ready = True
         self.world.live_boot = self
         self.world.boot_live.set()
-
-    async def _relay(self, cutoff: datetime) -> None:
-        relays = Relays(self.engine, cutoff, self.canceller, self.worker.evidence_debt)
-        while True:
-            await anyio.sleep(relays.every_s)
-            await relays.pass_once()
 
     def _classify(self, exc: BaseException) -> None:
         cancelled = anyio.get_cancelled_exc_class()
@@ -142,7 +155,7 @@ class Boot:
         else:
             rest = None if isinstance(exc, ProcessCrashed | cancelled) else exc
         if rest is None:
-            if self.alive and not self.world.shutting_down:
+            if self.alive and not self.world.shutting_down and not self.stopped_cleanly:
                 raise BootFailed(f"{self.id} stopped while alive") from exc
             return
         raise BootFailed(f"{self.id} raised {rest!r}") from rest

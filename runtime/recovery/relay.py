@@ -24,9 +24,9 @@ from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.events.repair import repair_terminal_evidence
 from runtime.models import Run, RunStatus
-from runtime.recovery.deliveries import DeliveryRecovery
-from runtime.recovery.orphans import recover_orphan
-from runtime.recovery.pages import all_runs
+from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.recovery.orphans import OrphanVerdict, recover_orphan
+from runtime.recovery.scheduler import Cursor, PageScheduler
 from runtime.stasis.consent import refire_consent
 from runtime.stasis.delegate import refresh_delegate
 
@@ -44,6 +44,7 @@ class Relays:
     """Runs of this process whose terminal Steps did not land (the worker's debts)."""
     every_s: float = RELAY_EVERY_S
     errors: int = field(default=0)
+    pages: dict[RunStatus, PageScheduler] = field(default_factory=dict)
 
     async def run_forever(self) -> None:
         while True:
@@ -51,14 +52,55 @@ class Relays:
             await self.pass_once()
 
     async def pass_once(self) -> None:
+        """One bounded pass: per status, one revisit page and one forward page."""
         recovery = DeliveryRecovery(self.engine, self.boot_cutoff)
-        await self._each(RunStatus.CANCELLING, lambda r: self.canceller.cancel(r.id))
-        for status in (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE):
-            await self._each(status, lambda r: recover_orphan(self.engine, self.canceller, r))
-        await self._each(RunStatus.AWAITING_CONSENT, lambda r: refire_consent(self.engine, r))
-        await self._each(RunStatus.AWAITING_DELEGATE, lambda r: refresh_delegate(self.engine, r))
-        await self._each(RunStatus.QUEUED, recovery.recover)
+        await self._step(RunStatus.CANCELLING, self._cancel)
+        await self._step(RunStatus.RUNNING, self._orphan)
+        await self._step(RunStatus.AWAITING_HARDWARE, self._orphan)
+        await self._step(RunStatus.AWAITING_CONSENT, self._consent)
+        await self._step(RunStatus.AWAITING_DELEGATE, self._delegate)
+        await self._step(RunStatus.QUEUED, lambda r: self._delivery(recovery, r))
         await self._repair_evidence()
+
+    async def _step(self, status: RunStatus, visit: Callable[[Run], Awaitable[bool]]) -> None:
+        scheduler = self.pages.setdefault(status, PageScheduler())
+        ledger = self.engine.deps.ledger
+
+        async def read(cursor: Cursor, limit: int) -> list[Run]:
+            return await ledger.page_runs((status,), cursor, limit)
+
+        async def guarded(run: Run) -> bool:
+            try:
+                return await visit(run)
+            except Exception as exc:
+                self.errors += 1
+                log.warning("relay: Run %s not recovered this pass: %r", run.id, exc)
+                return False
+
+        try:
+            await scheduler.step(read, guarded)
+        except Exception as exc:  # the page read itself failed; the next pass retries
+            self.errors += 1
+            log.warning("relay: %s page failed: %r", status.value, exc)
+
+    async def _cancel(self, run: Run) -> bool:
+        return (await self.canceller.cancel(run.id)).status.terminal
+
+    async def _orphan(self, run: Run) -> bool:
+        verdict = await recover_orphan(self.engine, self.canceller, run)
+        return verdict is not OrphanVerdict.UNCONTAINED
+
+    async def _consent(self, run: Run) -> bool:
+        return await refire_consent(self.engine, run) is not None
+
+    async def _delegate(self, run: Run) -> bool:
+        return await refresh_delegate(self.engine, run) is not None
+
+    @staticmethod
+    async def _delivery(recovery: DeliveryRecovery, run: Run) -> bool:
+        verdict = await recovery.recover(run)
+        return verdict not in (DeliveryVerdict.FENCING, DeliveryVerdict.HELD_REFUSED,
+                               DeliveryVerdict.CORRUPT)
 
     async def _repair_evidence(self) -> None:
         deps = self.engine.deps
@@ -71,15 +113,3 @@ class Relays:
             except Exception as exc:
                 self.errors += 1
                 log.warning("relay: evidence of Run %s not repaired: %r", run_id, exc)
-
-    async def _each(self, status: RunStatus, fn: Callable[[Run], Awaitable[object]]) -> None:
-        try:
-            async for run in all_runs(self.engine.deps.ledger, (status,)):
-                try:
-                    await fn(run)
-                except Exception as exc:
-                    self.errors += 1
-                    log.warning("relay: Run %s not recovered this pass: %r", run.id, exc)
-        except Exception as exc:  # the page read itself failed; the next pass retries
-            self.errors += 1
-            log.warning("relay: %s page failed: %r", status.value, exc)
