@@ -12,6 +12,7 @@ a verdict instead of a hang.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ import trio
 import trio.testing
 from freezegun import freeze_time
 
+from runtime.models import LedgerDump
 from sim import breaks
 from sim.checker import Violation
 from sim.clock import EPOCH, FrozenTimeInstrument
@@ -52,6 +54,11 @@ class SimResult:
     wall_s: float
     error: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    ledger: LedgerDump | None = None
+    """The ledger at the end: for tests that assert a window's exact outcome."""
+    jobs: dict[str, str] = field(default_factory=dict)
+    effects: dict[str, int] = field(default_factory=dict)
+    """Applications per effect identity."""
 
     @property
     def ok(self) -> bool:
@@ -114,6 +121,8 @@ def run_simulation(
     spec = resolve(scenario)[0] if isinstance(scenario, str) else scenario
     streams = Streams.from_seed(seed)
     options = options_for(profile, streams.faults)
+    if spec.tune is not None:
+        options = spec.tune(options)
     injector = Injector(options=options, rng=streams.faults, plan=plan)
     _deterministic_scheduler(streams.scheduler.getrandbits(64))
     outcome: dict[str, Any] = {}
@@ -163,6 +172,9 @@ def run_simulation(
         wall_s=wall,
         error=error,
         stats={"quiescent": outcome.get("quiescent"), "transactions": world.checker.transactions},
+        ledger=world.ledger.dump_now(),
+        jobs={k: v.value for k, v in world.broker.statuses().items()},
+        effects=dict(Counter(c.identity for c in world.effects.calls if c.applied)),
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sim.faults.options import FaultOptions
     from sim.world import World
 
 
@@ -18,6 +19,8 @@ class Scenario:
     """The workload phase, while faults are on."""
     heal: Callable[[World], Awaitable[None]]
     """After faults are off: finish what the actors still owe (retries, verdicts)."""
+    tune: Callable[[FaultOptions], FaultOptions] | None = None
+    """Adjust the profile's options for this scenario (say, many more crashes)."""
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -43,4 +46,4 @@ def resolve(spec: str) -> list[Scenario]:
 
 
 def _load_builtin() -> None:
-    from sim.scenarios import basic, events, waits  # noqa: F401
+    from sim.scenarios import basic, events, restarts, waits  # noqa: F401

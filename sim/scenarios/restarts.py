@@ -1,0 +1,83 @@
+"""Scenarios that hammer recovery itself.
+
+- `crashloop`: every pattern under far more crashes than any profile draws,
+  at catalogued points (startup reconciliation and shutdown included) and at
+  random times, with short restart delays;
+- `restart_storm`: an operator restarts the Vessel gracefully every few
+  seconds while Runs of every pattern are in flight, some shutdowns crashing
+  half way.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from sim.faults.options import FaultOptions
+from sim.scenarios import Scenario, register
+from sim.scenarios.people import Approver, Operator
+from sim.scenarios.waits import content, heal
+from sim.scenarios.workload import submit_stream
+from sim.world import World
+
+ALL_PATTERNS = ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful")
+
+
+def _crashy(options: FaultOptions) -> FaultOptions:
+    return options.model_copy(update={
+        "crash_per_point_hit": max(options.crash_per_point_hit, 0.08),
+        "crash_per_boot": max(options.crash_per_boot, 0.8),
+        "random_crash_window_s": 40.0,
+        "max_crashes": max(options.max_crashes, 25),
+        "restart_delay_s": (0.5, 4.0),
+    })
+
+
+def _stormy(options: FaultOptions) -> FaultOptions:
+    return options.model_copy(update={
+        "crash_per_point_hit": max(options.crash_per_point_hit, 0.02),
+        "max_crashes": max(options.max_crashes, 8),
+        "restart_delay_s": (0.2, 2.0),
+    })
+
+
+async def _workload(world: World, restarts: bool) -> None:
+    approver = Approver(world)
+    world.actors["approver"] = approver
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(approver.run)
+        tg.start_soon(Operator(world, share=0.15).run, anyio.current_time() + 300.0)
+        if restarts:
+            tg.start_soon(_restarter, world, anyio.current_time() + 300.0)
+        await submit_stream(world, ALL_PATTERNS, content, count=(15, 35))
+        tg.cancel_scope.cancel()
+
+
+async def _restarter(world: World, until: float) -> None:
+    rng = world.streams.actors
+    while anyio.current_time() < until:
+        await anyio.sleep(round(rng.uniform(5.0, 25.0), 3))
+        boot = world.live_boot
+        if boot is not None:
+            world.trace.emit("operator", "restart", boot=boot.number)
+            boot.stop()
+
+
+async def _crashloop(world: World) -> None:
+    await _workload(world, restarts=False)
+
+
+async def _storm(world: World) -> None:
+    await _workload(world, restarts=True)
+
+
+def _describe(name: str) -> str:
+    for part in (__doc__ or "").split("- `")[1:]:
+        if part.startswith(name + "`"):
+            return " ".join(part.split(":", 1)[1].split()).rstrip(";.")
+    return name
+
+
+CRASHLOOP = register(Scenario("crashloop", _describe("crashloop"), _crashloop, heal, _crashy))
+RESTART_STORM = register(
+    Scenario("restart_storm", _describe("restart_storm"), _storm, heal, _stormy)
+)
