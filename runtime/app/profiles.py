@@ -98,10 +98,16 @@ def memory_vessel(
     concurrency: dict[str, int] | None = None,
     clock: Clock | None = None,
     boot_id: str | None = None,
+    faults: FaultPoints | None = None,
 ) -> Vessel:
-    """The memory profile: everything in this process, nothing durable."""
+    """The memory profile: everything in this process, nothing durable.
+
+    `faults` defaults to the no-op; `vessel serve` passes a crash plan here.
+    """
     clock = clock or SystemClock()
-    deps = make_deps(MemoryLedger(), MemoryBroker(clock), clock=clock, boot_id=boot_id)
+    deps = make_deps(
+        MemoryLedger(), MemoryBroker(clock), clock=clock, boot_id=boot_id, faults=faults
+    )
     return build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
 
 
@@ -117,6 +123,7 @@ async def postgres_vessel(
     effects: EffectSink | None = None,
     saq_settings: SaqSettings | None = None,
     boot_id: str | None = None,
+    faults: FaultPoints | None = None,
 ) -> AsyncIterator[Vessel]:
     """The PostgreSQL profile for the duration of the block.
 
@@ -124,6 +131,7 @@ async def postgres_vessel(
     first; otherwise it must already be current. `saq_dsn` (default: the
     ledger's) names the database of SAQ's tables. The effect sink defaults
     to the in-memory reference sink: no durable external system exists yet.
+    `faults` defaults to the no-op; `vessel serve` passes a crash plan here.
     """
     from runtime.adapters.postgres import PostgresLedger
     from runtime.adapters.postgres import migrate as migrate_ledger
@@ -141,7 +149,9 @@ async def postgres_vessel(
         try:
             # The cast stands for the check above: the ledger may still lack some
             # of the seam's methods while its adapter catches up with the core.
-            deps = make_deps(cast(Ledger, ledger), broker, effects=effects, boot_id=boot_id)
+            deps = make_deps(
+                cast(Ledger, ledger), broker, effects=effects, boot_id=boot_id, faults=faults
+            )
             yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
         finally:
             await broker.disconnect()
