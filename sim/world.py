@@ -145,7 +145,6 @@ class Boot:
         )
         self.ready = True
         self.world.live_boot = self
-        self.world.boot_live.set()
 
     def _classify(self, exc: BaseException) -> None:
         cancelled = anyio.get_cancelled_exc_class()
@@ -155,8 +154,8 @@ class Boot:
         else:
             rest = None if isinstance(exc, ProcessCrashed | cancelled) else exc
         if rest is None:
-            if self.alive and not self.world.shutting_down and not self.stopped_cleanly:
-                raise BootFailed(f"{self.id} stopped while alive") from exc
+            # Only crashes and cancellation: a crash, or the world itself being torn
+            # down (end of simulation or the watchdog), which cancels live boots too.
             return
         raise BootFailed(f"{self.id} raised {rest!r}") from rest
 
@@ -209,12 +208,17 @@ class World:
         self.checker = Checker(self)
         self.agents = SimAgentRuntime(self)
         self.orchestrator = SimOrchestrator(self)
-        self.boot_live = anyio.Event()
         self.stop = anyio.Event()
 
     def trace_end(self) -> float:
         """Virtual seconds at the last trace line."""
         return self.trace.last_t
+
+    async def wait_live(self) -> Boot:
+        """The live boot, waiting (in virtual time) for one to finish starting."""
+        while self.live_boot is None:
+            await anyio.sleep(0.5)
+        return self.live_boot
 
     def request_stop(self) -> None:
         self.stop.set()
@@ -238,8 +242,7 @@ class World:
                 tg.start_soon(self._random_crash, boot)
                 await boot.run()
                 tg.cancel_scope.cancel()
-            self.boot_live = anyio.Event()
-            await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
+                await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
 
     async def _random_crash(self, boot: Boot) -> None:
         at = self.injector.roll_boot_crash(anyio.current_time())

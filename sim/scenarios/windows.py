@@ -42,7 +42,7 @@ def window_scenario(
         world.actors["approver"] = approver
         async with anyio.create_task_group() as tg:
             tg.start_soon(approver.run)
-            await world.boot_live.wait()
+            await world.wait_live()
             await client.submit(Submit(intent, held=held))
             await client.settle_debts(attempts=10)
             if cancel_at is not None:
