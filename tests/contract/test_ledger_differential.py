@@ -30,6 +30,10 @@ from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_a
 from runtime.adapters.memory import MemoryLedger
 from runtime.adapters.postgres import PostgresLedger, migrate
 from runtime.models import (
+    AgentJob,
+    AgentJobStatus,
+    CheckpointRecord,
+    Consent,
     DeliveryState,
     Intent,
     ResumeMode,
@@ -47,7 +51,7 @@ T = TypeVar("T")
 
 _COMMON = {
     "deadline": None,
-    "stateful_step_count": 40,
+    "stateful_step_count": 50,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
     "print_blob": True,
 }
@@ -56,12 +60,19 @@ settings.register_profile("ledger-differential-dev", max_examples=40, **_COMMON)
 PROFILE = "ledger-differential-ci" if os.environ.get("CI") else "ledger-differential-dev"
 
 RUN_IDS = st.sampled_from([uid(n) for n in range(1, 4)])
-SEQS = st.sampled_from([0, 0, 0, 1, 1, 2])  # most Runs stay at their first hops
+# Mostly the Run's current sequence (read from the reference ledger), sometimes a stale
+# or future one: the rules then reach claims, parks and readmits often enough.
+SEQS = st.sampled_from(["current", "current", "current", 0, 1, 2])
 BOOTS = st.sampled_from(["boot-a", "boot-b"])
 TOKENS = st.sampled_from(["tok-1", "tok-2", "tok-3"])
 REASONS = st.sampled_from(["stasis lost", "retention failed", "orphaned"])
 SESSIONS = st.sampled_from([None, "s1", "s2"])
 LIMITS = st.integers(min_value=0, max_value=5)
+CONSENT_IDS = st.sampled_from([uid(n) for n in range(101, 104)])
+JOB_IDS = st.sampled_from([uid(n) for n in range(201, 204)])
+OWNERS = st.none() | CONSENT_IDS
+JOB_OWNERS = st.none() | JOB_IDS
+PRINCIPALS = st.sampled_from(["alice", "bob"])
 
 TEXT = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -122,8 +133,10 @@ class LedgerDifferential(RuleBasedStateMachine):
         async def attempt() -> Any:
             try:
                 return ("ok", await call(ledger))
-            except (ValueError, LookupError) as exc:
-                return ("raised", type(exc).__name__)
+            except ValueError:
+                return ("raised", "ValueError")
+            except LookupError:
+                return ("raised", "LookupError")
 
         return self.loop.run(attempt())
 
@@ -135,6 +148,13 @@ class LedgerDifferential(RuleBasedStateMachine):
         actual = self._outcome(self.postgres, call)
         assert actual == expected, f"postgres {actual!r} != memory {expected!r}"
         return expected
+
+    def seq(self, choice: int | str, run_id: UUID) -> int:
+        """Resolve a SEQS draw: "current" is the Run's sequence in the reference ledger."""
+        if isinstance(choice, int):
+            return choice
+        run = self.memory.run_table.get(run_id)
+        return run.seq if run is not None else 0
 
     # -- rules -------------------------------------------------------------------
 
@@ -170,41 +190,50 @@ class LedgerDifferential(RuleBasedStateMachine):
         )
         self.both(lambda ledger: ledger.admit_run(run, delivery))
 
-    @rule(run_id=RUN_IDS, seq=SEQS)
-    def release_held(self, run_id: UUID, seq: int) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS)
+    def release_held(self, run_id: UUID, pick: int | str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.release_held(run_id, seq, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS, reason=REASONS)
-    def fail_held(self, run_id: UUID, seq: int, reason: str) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS, reason=REASONS)
+    def fail_held(self, run_id: UUID, pick: int | str, reason: str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.fail_held(run_id, seq, reason, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS)
-    def mark_published(self, run_id: UUID, seq: int) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS)
+    def mark_published(self, run_id: UUID, pick: int | str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.mark_published(run_id, seq, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS, boot=BOOTS, token=TOKENS)
-    def claim_delivery(self, run_id: UUID, seq: int, boot: str, token: str) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS, boot=BOOTS, token=TOKENS)
+    def claim_delivery(self, run_id: UUID, pick: int | str, boot: str, token: str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.claim_delivery(run_id, seq, boot, token, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS, settlement=SETTLEMENTS)
-    def settle_run(self, run_id: UUID, seq: int, settlement: Settlement) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS, settlement=SETTLEMENTS)
+    def settle_run(self, run_id: UUID, pick: int | str, settlement: Settlement) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.settle_run(run_id, seq, settlement, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS)
-    def rotate_delivery(self, run_id: UUID, seq: int) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS)
+    def rotate_delivery(self, run_id: UUID, pick: int | str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.rotate_delivery(run_id, seq, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS, boot=BOOTS, reason=REASONS)
-    def fail_orphan(self, run_id: UUID, seq: int, boot: str, reason: str) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS, boot=BOOTS, reason=REASONS)
+    def fail_orphan(self, run_id: UUID, pick: int | str, boot: str, reason: str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.fail_orphan(run_id, seq, boot, reason, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS, kind=st.sampled_from(["node.start", "node.end"]),
+    @rule(run_id=RUN_IDS, pick=SEQS, kind=st.sampled_from(["node.start", "node.end"]),
           data=DOCUMENTS)  # fmt: skip
-    def append_step(self, run_id: UUID, seq: int, kind: str, data: dict[str, Any]) -> None:
+    def append_step(self, run_id: UUID, pick: int | str, kind: str, data: dict[str, Any]) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.append_step(run_id, seq, kind, data, self.now))
 
-    @rule(run_id=RUN_IDS, seq=SEQS)
-    def read_records(self, run_id: UUID, seq: int) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS)
+    def read_records(self, run_id: UUID, pick: int | str) -> None:
+        seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.get_run(run_id))
         self.both(lambda ledger: ledger.get_delivery(run_id, seq))
         self.both(lambda ledger: ledger.deliveries(run_id))
@@ -250,6 +279,163 @@ class LedgerDifferential(RuleBasedStateMachine):
             if not page:
                 return
             cursor = (page[-1].updated_at, page[-1].id)
+
+    # -- durable waits -------------------------------------------------------------
+
+    @rule(run_id=RUN_IDS, pick=SEQS, consent=OWNERS, job=JOB_OWNERS, document=DOCUMENTS)
+    def save_checkpoint(
+        self,
+        run_id: UUID,
+        pick: int | str,
+        consent: UUID | None,
+        job: UUID | None,
+        document: dict[str, Any],
+    ) -> None:
+        seq = self.seq(pick, run_id)
+        record = CheckpointRecord(
+            run_id=run_id,
+            seq=seq,
+            document=document,
+            consent_id=consent,
+            agent_job_id=job,
+            updated_at=self.now,
+        )
+        self.both(lambda ledger: ledger.save_checkpoint(record))
+
+    @rule(run_id=RUN_IDS)
+    def checkpoint_reads_and_delete(self, run_id: UUID) -> None:
+        self.both(lambda ledger: ledger.load_checkpoint(run_id))
+        self.both(lambda ledger: ledger.delete_checkpoint(run_id))
+
+    @rule(consent_id=CONSENT_IDS, run_id=RUN_IDS, pick=SEQS, prompt=TEXT)
+    def create_consent(self, consent_id: UUID, run_id: UUID, pick: int | str, prompt: str) -> None:
+        seq = self.seq(pick, run_id)
+        consent = Consent(
+            id=consent_id,
+            run_id=run_id,
+            seq=seq,
+            node="gate",
+            prompt=prompt,
+            owner="alice",
+            created_at=self.now,
+        )
+        self.both(lambda ledger: ledger.create_consent(consent))
+
+    @rule(consent_id=CONSENT_IDS, approve=st.booleans(), principal=PRINCIPALS)
+    def decide_consent(self, consent_id: UUID, approve: bool, principal: str) -> None:
+        self.both(lambda ledger: ledger.decide_consent(consent_id, approve, principal, self.now))
+
+    @rule(consent_id=CONSENT_IDS)
+    def cancel_consent(self, consent_id: UUID) -> None:
+        self.both(lambda ledger: ledger.cancel_consent(consent_id, self.now))
+
+    @rule(run_id=RUN_IDS, pick=SEQS, consent_id=CONSENT_IDS, prepare=st.booleans())
+    def park_consent(self, run_id: UUID, pick: int | str, consent_id: UUID, prepare: bool) -> None:
+        """With `prepare`, first write the consent and a checkpoint binding it (each compared)."""
+        seq = self.seq(pick, run_id)
+        if prepare:
+            self.create_consent(consent_id, run_id, seq, "ok?")
+            self.save_checkpoint(run_id, seq, consent_id, None, {"at": "gate"})
+        self.both(lambda ledger: ledger.park_consent(run_id, seq, consent_id, self.now))
+
+    @rule(run_id=RUN_IDS, consent_id=CONSENT_IDS)
+    def readmit_after_consent(self, run_id: UUID, consent_id: UUID) -> None:
+        self.both(lambda ledger: ledger.readmit_after_consent(run_id, consent_id, self.now))
+
+    @rule(job_id=JOB_IDS, run_id=RUN_IDS, pick=SEQS, request=DOCUMENTS)
+    def create_agent_job(
+        self, job_id: UUID, run_id: UUID, pick: int | str, request: dict[str, Any]
+    ) -> None:
+        seq = self.seq(pick, run_id)
+        job = AgentJob(
+            id=job_id,
+            run_id=run_id,
+            seq=seq,
+            node="delegate",
+            request=request,
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        self.both(lambda ledger: ledger.create_agent_job(job))
+
+    @rule(
+        job_id=JOB_IDS,
+        status=st.sampled_from(list(AgentJobStatus)),
+        result=st.none() | DOCUMENTS,
+    )
+    def record_agent_job(
+        self, job_id: UUID, status: AgentJobStatus, result: dict[str, Any] | None
+    ) -> None:
+        self.both(lambda ledger: ledger.record_agent_job(job_id, status, result, self.now))
+
+    @rule(run_id=RUN_IDS, pick=SEQS, job_id=JOB_IDS, prepare=st.booleans())
+    def park_delegate(self, run_id: UUID, pick: int | str, job_id: UUID, prepare: bool) -> None:
+        seq = self.seq(pick, run_id)
+        if prepare:
+            self.create_agent_job(job_id, run_id, seq, {"task": "x"})
+            self.save_checkpoint(run_id, seq, None, job_id, {"at": "delegate"})
+        self.both(lambda ledger: ledger.park_delegate(run_id, seq, job_id, self.now))
+
+    @rule(run_id=RUN_IDS, job_id=JOB_IDS)
+    def readmit_after_delegate(self, run_id: UUID, job_id: UUID) -> None:
+        self.both(lambda ledger: ledger.readmit_after_delegate(run_id, job_id, self.now))
+
+    @rule(run_id=RUN_IDS, consent_id=CONSENT_IDS, job_id=JOB_IDS)
+    def wait_reads(self, run_id: UUID, consent_id: UUID, job_id: UUID) -> None:
+        self.both(lambda ledger: ledger.get_consent(consent_id))
+        self.both(lambda ledger: ledger.consents_of(run_id))
+        self.both(lambda ledger: ledger.get_agent_job(job_id))
+        self.both(lambda ledger: ledger.agent_jobs_of(run_id))
+
+    @rule(run_id=RUN_IDS, pick=SEQS, resume=st.booleans())
+    def hardware(self, run_id: UUID, pick: int | str, resume: bool) -> None:
+        seq = self.seq(pick, run_id)
+        if resume:
+            self.both(lambda ledger: ledger.resume_hardware(run_id, seq, self.now))
+        else:
+            self.both(lambda ledger: ledger.await_hardware(run_id, seq, self.now))
+
+    @rule(run_id=RUN_IDS)
+    def begin_cancel(self, run_id: UUID) -> None:
+        self.both(lambda ledger: ledger.begin_cancel(run_id, self.now))
+
+    @rule(run_id=RUN_IDS, pick=SEQS)
+    def finish_cancel(self, run_id: UUID, pick: int | str) -> None:
+        seq = self.seq(pick, run_id)
+        self.both(lambda ledger: ledger.finish_cancel(run_id, seq, self.now))
+
+    # -- composite paths (each step still compared) ----------------------------------
+
+    @rule(run_id=RUN_IDS, held=st.booleans(), boot=BOOTS, token=TOKENS)
+    def drive_to_running(self, run_id: UUID, held: bool, boot: str, token: str) -> None:
+        """Admit (or find) a Run and walk its current hop to a claim: the common path."""
+        self.admit_run(run_id, "queued", held, None, ResumeMode.FRESH, boot, "go", {}, 50)
+        self.release_held(run_id, "current")
+        self.mark_published(run_id, "current")
+        self.claim_delivery(run_id, "current", boot, token)
+
+    @rule(run_id=RUN_IDS, consent_id=CONSENT_IDS, approve=st.booleans(), principal=PRINCIPALS)
+    def consent_round(self, run_id: UUID, consent_id: UUID, approve: bool, principal: str) -> None:
+        """Ask, park, decide and readmit: the consent wait end to end."""
+        self.park_consent(run_id, "current", consent_id, True)
+        self.decide_consent(consent_id, approve, principal)
+        self.readmit_after_consent(run_id, consent_id)
+
+    @rule(run_id=RUN_IDS, job_id=JOB_IDS, status=st.sampled_from(list(AgentJobStatus)))
+    def delegate_round(self, run_id: UUID, job_id: UUID, status: AgentJobStatus) -> None:
+        """Delegate, park, report and readmit: the delegated wait end to end."""
+        self.park_delegate(run_id, "current", job_id, True)
+        self.record_agent_job(job_id, status, {"answer": 1})
+        self.readmit_after_delegate(run_id, job_id)
+
+    @rule(run_id=RUN_IDS, consent_id=CONSENT_IDS, ask=st.booleans())
+    def cancel_round(self, run_id: UUID, consent_id: UUID, ask: bool) -> None:
+        """Cancel a Run end to end, optionally while a consent of its hop is pending."""
+        if ask:
+            self.create_consent(consent_id, run_id, "current", "ok?")
+        self.begin_cancel(run_id)
+        self.finish_cancel(run_id, "current")
+        self.wait_reads(run_id, consent_id, uid(201))
 
 
 def _records(
@@ -305,7 +491,7 @@ def _records(
 
 def _empty(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        conn.execute("TRUNCATE run_step, run_delivery, run")
+        conn.execute("TRUNCATE run_checkpoint, consent, agent_job, run_step, run_delivery, run")
 
 
 def test_postgres_ledger_matches_memory_ledger(pg_fresh_dsn: str) -> None:

@@ -1,6 +1,8 @@
 """PostgresLedger: the Ledger seam on PostgreSQL (psycopg 3 async, one pool).
 
-It has the observable semantics of `runtime.adapters.memory.MemoryLedger`,
+This module holds admission, claim, settlement, recovery and queries; the
+durable waits (checkpoints, consent, delegation, hardware, cancellation) come
+from `waits.WaitsMixin`. It has the observable semantics of `runtime.adapters.memory.MemoryLedger`,
 which is the reference: the same results for the same calls, including the
 idempotent repeats (a claim repeated with its own token, an identical
 settlement, a repeated orphan failure). Each method is exactly one
@@ -13,37 +15,46 @@ A lost connection, a pool timeout or a serialization failure surfaces as
 `LedgerUnavailable`: the transaction may or may not have committed, and the
 caller's bounded retry repeats it safely. Differences from the memory ledger
 are limited to inputs a Clock-driven caller never produces: naive timestamps
-and negative limits are refused, and JSON values must be JSON-native.
+and negative limits are refused, and JSON values must be JSON-native (JSONB
+keeps numbers as decimals: a float beyond about 1e15 may come back as an int
+of the same decimal value).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 from uuid import UUID
 
-import psycopg
-from psycopg import AsyncCursor, sql
-from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolClosed
 
 from runtime.adapters.postgres import queries as q
+from runtime.adapters.postgres import wait_queries as wq
 from runtime.adapters.postgres.connect import DEFAULT_CONNECT_TIMEOUT_S, open_pool, probe
 from runtime.adapters.postgres.migrate import require_current
 from runtime.adapters.postgres.rows import (
     DELIVERY_COLUMNS,
     aware,
+    checkpoint_from_row,
+    consent_from_row,
     delivery_from_row,
     delivery_params,
+    job_from_row,
     run_from_row,
     run_params,
     step_from_row,
 )
-from runtime.errors import LedgerUnavailable
+from runtime.adapters.postgres.tx import (
+    Cursor,
+    LockDisciplineBroken,
+    fetch_delivery,
+    fetch_run,
+    key,
+    one,
+)
+from runtime.adapters.postgres.waits import WaitsMixin
 from runtime.models import (
     Admission,
     Claim,
@@ -55,19 +66,11 @@ from runtime.models import (
     Settlement,
     Step,
 )
-
-Cursor = AsyncCursor[DictRow]
-
-
-class LockDisciplineBroken(RuntimeError):
-    """A conditional write found no row although its lock said it would: a bug, rolled back."""
+from runtime.seams import Ledger
 
 
-class PostgresLedger:
+class PostgresLedger(WaitsMixin):
     """The production ledger. Build it with `await PostgresLedger.connect(dsn)`."""
-
-    def __init__(self, pool: AsyncConnectionPool) -> None:
-        self._pool = pool
 
     @classmethod
     async def connect(
@@ -98,9 +101,6 @@ class PostgresLedger:
         )
         return cls(pool)
 
-    async def close(self) -> None:
-        await self._pool.close()
-
     async def __aenter__(self) -> PostgresLedger:
         return self
 
@@ -112,23 +112,6 @@ class PostgresLedger:
     ) -> None:
         await self.close()
 
-    @asynccontextmanager
-    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Cursor]:
-        """One transaction on a pooled connection; transient failures become LedgerUnavailable."""
-        try:
-            async with (
-                self._pool.connection() as conn,
-                conn.transaction(),
-                conn.cursor(row_factory=dict_row) as cur,
-            ):
-                if snapshot:
-                    await cur.execute(q.SNAPSHOT)
-                yield cur
-        except PoolClosed:
-            raise
-        except psycopg.OperationalError as exc:
-            raise LedgerUnavailable(f"ledger transaction failed: {exc}") from exc
-
     # -- admission ----------------------------------------------------------
 
     async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
@@ -139,16 +122,16 @@ class PostgresLedger:
             if delivery.run_id != run.id or delivery.seq != run.seq:
                 raise ValueError("delivery must be the Run's current generation")
             await cur.execute(q.INSERT_DELIVERY, delivery_params(delivery))
-            stored = delivery_from_row(await _one(cur))
+            stored = delivery_from_row(await one(cur))
             return Admission(run=run, delivery=stored, created=True)
 
     async def get_run(self, run_id: UUID) -> Run | None:
         async with self._transaction() as cur:
-            return await _run(cur, q.GET_RUN, run_id)
+            return await fetch_run(cur, q.GET_RUN, run_id)
 
     async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None:
         async with self._transaction() as cur:
-            return await _delivery(cur, q.GET_DELIVERY, run_id, seq)
+            return await fetch_delivery(cur, q.GET_DELIVERY, run_id, seq)
 
     async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
         async with self._transaction() as cur:
@@ -157,33 +140,33 @@ class PostgresLedger:
 
     async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         async with self._transaction() as cur:
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if d is None or d.state is not DeliveryState.HELD:
                 return d
-            await cur.execute(q.RELEASE_HELD, _key(run_id, seq, now))
-            return delivery_from_row(await _one(cur))
+            await cur.execute(q.RELEASE_HELD, key(run_id, seq, now))
+            return delivery_from_row(await one(cur))
 
     async def fail_held(
         self, run_id: UUID, seq: int, reason: str, now: datetime
     ) -> RunDelivery | None:
         async with self._transaction() as cur:
-            run = await _run(cur, q.LOCK_RUN, run_id)
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if run is None or d is None or d.state is not DeliveryState.HELD:
                 return d
             if run.status is RunStatus.QUEUED and run.seq == seq:
-                await cur.execute(q.FAIL_QUEUED_RUN, {**_key(run_id, seq, now), "reason": reason})
-                await _one(cur)
-            await cur.execute(q.FAIL_HELD_DELIVERY, _key(run_id, seq, now))
-            return delivery_from_row(await _one(cur))
+                await cur.execute(q.FAIL_QUEUED_RUN, {**key(run_id, seq, now), "reason": reason})
+                await one(cur)
+            await cur.execute(q.FAIL_HELD_DELIVERY, key(run_id, seq, now))
+            return delivery_from_row(await one(cur))
 
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         async with self._transaction() as cur:
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if d is None or d.state is not DeliveryState.PENDING:
                 return d
-            await cur.execute(q.MARK_PUBLISHED, _key(run_id, seq, now))
-            return delivery_from_row(await _one(cur))
+            await cur.execute(q.MARK_PUBLISHED, key(run_id, seq, now))
+            return delivery_from_row(await one(cur))
 
     # -- claim and settlement -----------------------------------------------
 
@@ -191,8 +174,8 @@ class PostgresLedger:
         self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
     ) -> Claim:
         async with self._transaction() as cur:
-            run = await _run(cur, q.LOCK_RUN, run_id)
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
                 return Claim(claimed=True, run=run, delivery=d)  # our own earlier claim
             if (
@@ -203,26 +186,26 @@ class PostgresLedger:
                 or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
             ):
                 return Claim(claimed=False, run=run, delivery=d)
-            await cur.execute(q.CLAIM_RUN, _key(run_id, seq, now))
-            claimed_run = run_from_row(await _one(cur))
+            await cur.execute(q.CLAIM_RUN, key(run_id, seq, now))
+            claimed_run = run_from_row(await one(cur))
             await cur.execute(
                 q.CLAIM_DELIVERY,
                 {
-                    **_key(run_id, seq, now),
+                    **key(run_id, seq, now),
                     "boot_id": boot_id,
                     "token": token,
                     "claimable": q.CLAIMABLE,
                 },
             )
-            claimed = delivery_from_row(await _one(cur))
+            claimed = delivery_from_row(await one(cur))
             return Claim(claimed=True, run=claimed_run, delivery=claimed)
 
     async def settle_run(
         self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
     ) -> Run | None:
         async with self._transaction() as cur:
-            run = await _run(cur, q.LOCK_RUN, run_id)
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if run is None or d is None or run.seq != seq:
                 return None
             if d.state is DeliveryState.SETTLED and (run.status, run.result, run.error) == (
@@ -231,28 +214,29 @@ class PostgresLedger:
                 settlement.error,
             ):
                 return run  # the same settlement, repeated after an ambiguous commit
-            if run.status is not RunStatus.RUNNING or d.state is not DeliveryState.CLAIMED:
+            if run.status not in q.SETTLEABLE_STATUSES or d.state is not DeliveryState.CLAIMED:
                 return None
             await cur.execute(
                 q.SETTLE_RUN,
                 {
-                    **_key(run_id, seq, now),
+                    **key(run_id, seq, now),
+                    "settleable": q.SETTLEABLE,
                     "status": settlement.status.value,
                     "result": None if settlement.result is None else Jsonb(settlement.result),
                     "error": settlement.error,
                 },
             )
-            settled = run_from_row(await _one(cur))
-            await cur.execute(q.SETTLE_DELIVERY, _key(run_id, seq, now))
-            await _one(cur)
+            settled = run_from_row(await one(cur))
+            await cur.execute(q.SETTLE_DELIVERY, key(run_id, seq, now))
+            await one(cur)
             return settled
 
     # -- recovery -----------------------------------------------------------
 
     async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         async with self._transaction() as cur:
-            run = await _run(cur, q.LOCK_RUN, run_id)
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if (
                 run is None
                 or d is None
@@ -262,9 +246,9 @@ class PostgresLedger:
             ):
                 return None
             await cur.execute(
-                q.CLOSE_DEAD_DELIVERY, {**_key(run_id, seq, now), "claimable": q.CLAIMABLE}
+                q.CLOSE_DEAD_DELIVERY, {**key(run_id, seq, now), "claimable": q.CLAIMABLE}
             )
-            await _one(cur)
+            await one(cur)
             fresh = d.model_copy(
                 update={
                     "seq": seq + 1,
@@ -277,17 +261,17 @@ class PostgresLedger:
                 }
             )
             await cur.execute(q.INSERT_DELIVERY, delivery_params(fresh))
-            stored = delivery_from_row(await _one(cur))
-            await cur.execute(q.ADVANCE_RUN_SEQ, _key(run_id, seq, now))
-            await _one(cur)
+            stored = delivery_from_row(await one(cur))
+            await cur.execute(q.ADVANCE_RUN_SEQ, key(run_id, seq, now))
+            await one(cur)
             return stored
 
     async def fail_orphan(
         self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
     ) -> Run | None:
         async with self._transaction() as cur:
-            run = await _run(cur, q.LOCK_RUN, run_id)
-            d = await _delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if run is None or d is None or run.seq != seq:
                 return None
             if run.status is RunStatus.FAILED and run.error == reason:
@@ -298,15 +282,15 @@ class PostgresLedger:
             ):
                 return None
             params = {
-                **_key(run_id, seq, now),
+                **key(run_id, seq, now),
                 "reason": reason,
                 "boot_id": boot_id,
                 "orphanable": q.ORPHANABLE,
             }
             await cur.execute(q.FAIL_ORPHAN_RUN, params)
-            failed = run_from_row(await _one(cur))
+            failed = run_from_row(await one(cur))
             await cur.execute(q.FAIL_ORPHAN_DELIVERY, params)
-            await _one(cur)
+            await one(cur)
             return failed
 
     # -- queries ------------------------------------------------------------
@@ -352,7 +336,7 @@ class PostgresLedger:
                     "now": aware(now),
                 },
             )
-            return step_from_row(await _one(cur))
+            return step_from_row(await one(cur))
 
     async def steps(self, run_id: UUID) -> list[Step]:
         async with self._transaction() as cur:
@@ -362,45 +346,28 @@ class PostgresLedger:
     async def dump(self) -> LedgerDump:
         """Everything in one REPEATABLE READ snapshot, in the memory ledger's order."""
         async with self._transaction(snapshot=True) as cur:
-            await cur.execute(q.DUMP_RUNS)
-            runs = [run_from_row(r) for r in await cur.fetchall()]
-            await cur.execute(q.DUMP_DELIVERIES)
-            deliveries = [delivery_from_row(r) for r in await cur.fetchall()]
-            await cur.execute(q.DUMP_STEPS)
-            steps = [step_from_row(r) for r in await cur.fetchall()]
-        return LedgerDump(runs=runs, deliveries=deliveries, steps=steps)
+
+            async def rows(query: Any) -> list[Any]:
+                await cur.execute(query)
+                return await cur.fetchall()
+
+            return LedgerDump(
+                runs=[run_from_row(r) for r in await rows(q.DUMP_RUNS)],
+                deliveries=[delivery_from_row(r) for r in await rows(q.DUMP_DELIVERIES)],
+                steps=[step_from_row(r) for r in await rows(q.DUMP_STEPS)],
+                consents=[consent_from_row(r) for r in await rows(wq.DUMP_CONSENTS)],
+                agent_jobs=[job_from_row(r) for r in await rows(wq.DUMP_AGENT_JOBS)],
+                checkpoints=[checkpoint_from_row(r) for r in await rows(wq.DUMP_CHECKPOINTS)],
+            )
 
 
 # -- helpers ------------------------------------------------------------------
-
-
-def _key(run_id: UUID, seq: int, now: datetime) -> dict[str, Any]:
-    return {"run_id": run_id, "seq": seq, "now": aware(now)}
 
 
 def _limit(limit: int) -> int:
     if limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
     return limit
-
-
-async def _one(cur: Cursor) -> DictRow:
-    row = await cur.fetchone()
-    if row is None:
-        raise LockDisciplineBroken("a conditional write under a row lock matched no row")
-    return row
-
-
-async def _run(cur: Cursor, query: sql.Composed, run_id: UUID) -> Run | None:
-    await cur.execute(query, {"id": run_id})
-    row = await cur.fetchone()
-    return None if row is None else run_from_row(row)
-
-
-async def _delivery(cur: Cursor, query: sql.Composed, run_id: UUID, seq: int) -> RunDelivery | None:
-    await cur.execute(query, {"run_id": run_id, "seq": seq})
-    row = await cur.fetchone()
-    return None if row is None else delivery_from_row(row)
 
 
 async def _existing_admission(cur: Cursor, run_id: UUID) -> Admission:
@@ -411,3 +378,8 @@ async def _existing_admission(cur: Cursor, run_id: UUID) -> Admission:
     prefix = q.DELIVERY_PREFIX
     delivery = delivery_from_row({c: row[prefix + c] for c in DELIVERY_COLUMNS})
     return Admission(run=run_from_row(row), delivery=delivery, created=False)
+
+
+def _conforms(ledger: PostgresLedger) -> Ledger:
+    """Static proof, checked by mypy, that PostgresLedger has every Ledger method."""
+    return ledger

@@ -22,6 +22,9 @@ STEP_LOCK_NAMESPACE = 0x5354
 TERMINAL = [s.value for s in sorted(TERMINAL_STATUSES)]
 CLAIMABLE = [DeliveryState.PENDING.value, DeliveryState.PUBLISHED.value]
 ORPHANABLE = [RunStatus.RUNNING.value, RunStatus.AWAITING_HARDWARE.value]
+SETTLEABLE_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+"""The claiming hop may settle from a live hardware wait too: it still holds the claim."""
+SETTLEABLE = [s.value for s in SETTLEABLE_STATUSES]
 
 
 def _cols(columns: tuple[str, ...]) -> sql.Composed:
@@ -109,12 +112,17 @@ CLAIM_DELIVERY = sql.SQL(
 SETTLE_RUN = sql.SQL(
     "UPDATE run SET status = %(status)s, result = %(result)s, error = %(error)s, "
     "updated_at = %(now)s "
-    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'RUNNING' RETURNING {cols}"
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = ANY(%(settleable)s) RETURNING {cols}"
 ).format(cols=RUN)
 
 SETTLE_DELIVERY = sql.SQL(
     "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
     "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'CLAIMED' RETURNING {cols}"
+).format(cols=DELIVERY)
+
+SETTLE_PARKED_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s RETURNING {cols}"
 ).format(cols=DELIVERY)
 
 CLOSE_DEAD_DELIVERY = sql.SQL(

@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from runtime.models import Intent, Run, RunDelivery, Step
+from runtime.models import AgentJob, CheckpointRecord, Consent, Intent, Run, RunDelivery, Step
 
 RUN_COLUMNS = (
     "id",
@@ -141,3 +141,93 @@ def step_from_row(row: Row) -> Step:
         data=row["data"],
         created_at=row["created_at"].astimezone(UTC),
     )
+
+
+# -- durable waits -------------------------------------------------------------
+
+CHECKPOINT_COLUMNS = ("run_id", "seq", "document", "consent_id", "agent_job_id", "updated_at")
+
+CONSENT_COLUMNS = (
+    "id",
+    "run_id",
+    "seq",
+    "node",
+    "prompt",
+    "owner",
+    "status",
+    "decided_by",
+    "decided_at",
+    "created_at",
+)
+
+JOB_COLUMNS = (
+    "id",
+    "run_id",
+    "seq",
+    "node",
+    "request",
+    "status",
+    "result",
+    "created_at",
+    "updated_at",
+)
+
+
+def checkpoint_params(record: CheckpointRecord) -> Row:
+    return {
+        "run_id": record.run_id,
+        "seq": record.seq,
+        "document": Jsonb(record.document),
+        "consent_id": record.consent_id,
+        "agent_job_id": record.agent_job_id,
+        "updated_at": aware(record.updated_at),
+    }
+
+
+def consent_params(consent: Consent) -> Row:
+    return {
+        "id": consent.id,
+        "run_id": consent.run_id,
+        "seq": consent.seq,
+        "node": consent.node,
+        "prompt": consent.prompt,
+        "owner": consent.owner,
+        "status": consent.status.value,
+        "decided_by": consent.decided_by,
+        "decided_at": None if consent.decided_at is None else aware(consent.decided_at),
+        "created_at": aware(consent.created_at),
+    }
+
+
+def job_params(job: AgentJob) -> Row:
+    return {
+        "id": job.id,
+        "run_id": job.run_id,
+        "seq": job.seq,
+        "node": job.node,
+        "request": Jsonb(job.request),
+        "status": job.status.value,
+        "result": _json(job.result),
+        "created_at": aware(job.created_at),
+        "updated_at": aware(job.updated_at),
+    }
+
+
+def checkpoint_from_row(row: Row) -> CheckpointRecord:
+    fields = {c: row[c] for c in CHECKPOINT_COLUMNS}
+    fields["updated_at"] = _utc(row["updated_at"])
+    return CheckpointRecord.model_validate(fields)
+
+
+def consent_from_row(row: Row) -> Consent:
+    fields = {c: row[c] for c in CONSENT_COLUMNS}
+    fields["decided_at"] = _utc(row["decided_at"])
+    fields["created_at"] = _utc(row["created_at"])
+    return Consent.model_validate(fields)
+
+
+def job_from_row(row: Row) -> AgentJob:
+    fields = {c: row[c] for c in JOB_COLUMNS}
+    fields["created_at"] = _utc(row["created_at"])
+    fields["updated_at"] = _utc(row["updated_at"])
+    return AgentJob.model_validate(fields)

@@ -1,0 +1,115 @@
+"""The SQL of durable waits: checkpoints, consents, agent jobs, run transitions.
+
+Lock order extends the one in `queries`: run, then its delivery, then a
+consent or agent job, then the checkpoint. Decisions on a consent and
+reports of an agent job lock only that row. Timestamps are parameters.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from runtime.adapters.postgres.queries import RUN
+from runtime.adapters.postgres.rows import CHECKPOINT_COLUMNS, CONSENT_COLUMNS, JOB_COLUMNS
+
+
+def _cols(columns: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+
+
+def _values(columns: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Placeholder(c) for c in columns)
+
+
+CHECKPOINT = _cols(CHECKPOINT_COLUMNS)
+CONSENT = _cols(CONSENT_COLUMNS)
+JOB = _cols(JOB_COLUMNS)
+
+# -- checkpoints ---------------------------------------------------------------
+
+SAVE_CHECKPOINT = sql.SQL(
+    "INSERT INTO run_checkpoint ({cols}) VALUES ({vals}) ON CONFLICT (run_id) DO UPDATE SET "
+    "seq = EXCLUDED.seq, document = EXCLUDED.document, consent_id = EXCLUDED.consent_id, "
+    "agent_job_id = EXCLUDED.agent_job_id, updated_at = EXCLUDED.updated_at"
+).format(cols=CHECKPOINT, vals=_values(CHECKPOINT_COLUMNS))
+
+GET_CHECKPOINT = sql.SQL("SELECT {cols} FROM run_checkpoint WHERE run_id = %(run_id)s").format(
+    cols=CHECKPOINT
+)
+
+DELETE_CHECKPOINT = sql.SQL("DELETE FROM run_checkpoint WHERE run_id = %(run_id)s")
+
+# -- consents ------------------------------------------------------------------
+
+GET_CONSENT = sql.SQL("SELECT {cols} FROM consent WHERE id = %(id)s").format(cols=CONSENT)
+LOCK_CONSENT = sql.SQL("SELECT {cols} FROM consent WHERE id = %(id)s FOR UPDATE").format(
+    cols=CONSENT
+)
+INSERT_CONSENT = sql.SQL(
+    "INSERT INTO consent ({cols}) VALUES ({vals}) ON CONFLICT (id) DO NOTHING RETURNING {cols}"
+).format(cols=CONSENT, vals=_values(CONSENT_COLUMNS))
+CONSENTS_OF = sql.SQL(
+    "SELECT {cols} FROM consent WHERE run_id = %(run_id)s ORDER BY created_at, id"
+).format(cols=CONSENT)
+DECIDE_CONSENT = sql.SQL(
+    "UPDATE consent SET status = %(status)s, decided_by = %(principal)s, decided_at = %(now)s "
+    "WHERE id = %(id)s AND status = 'PENDING' RETURNING {cols}"
+).format(cols=CONSENT)
+CANCEL_CONSENT = sql.SQL(
+    "UPDATE consent SET status = 'CANCELLED' WHERE id = %(id)s AND status = 'PENDING' "
+    "RETURNING {cols}"
+).format(cols=CONSENT)
+CANCEL_PENDING_CONSENTS_OF_RUN = sql.SQL(
+    "UPDATE consent SET status = 'CANCELLED' WHERE run_id = %(run_id)s AND status = 'PENDING'"
+)
+
+# -- agent jobs ------------------------------------------------------------------
+
+GET_JOB = sql.SQL("SELECT {cols} FROM agent_job WHERE id = %(id)s").format(cols=JOB)
+LOCK_JOB = sql.SQL("SELECT {cols} FROM agent_job WHERE id = %(id)s FOR UPDATE").format(cols=JOB)
+INSERT_JOB = sql.SQL(
+    "INSERT INTO agent_job ({cols}) VALUES ({vals}) ON CONFLICT (id) DO NOTHING RETURNING {cols}"
+).format(cols=JOB, vals=_values(JOB_COLUMNS))
+JOBS_OF = sql.SQL(
+    "SELECT {cols} FROM agent_job WHERE run_id = %(run_id)s ORDER BY created_at, id"
+).format(cols=JOB)
+RECORD_JOB = sql.SQL(
+    "UPDATE agent_job SET status = %(status)s, result = %(result)s, updated_at = %(now)s "
+    "WHERE id = %(id)s AND status = %(from_status)s RETURNING {cols}"
+).format(cols=JOB)
+
+# -- run transitions -------------------------------------------------------------
+
+MOVE_RUN = sql.SQL(
+    "UPDATE run SET status = %(to_status)s, updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = %(from_status)s RETURNING {cols}"
+).format(cols=RUN)
+
+PARK_FOR_CONSENT = sql.SQL(
+    "UPDATE run SET status = 'AWAITING_CONSENT', consent_id = %(owner)s, updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'RUNNING' RETURNING {cols}"
+).format(cols=RUN)
+
+PARK_FOR_DELEGATE = sql.SQL(
+    "UPDATE run SET status = 'AWAITING_DELEGATE', agent_job_id = %(owner)s, "
+    "updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'RUNNING' RETURNING {cols}"
+).format(cols=RUN)
+
+READMIT_RUN = sql.SQL(
+    "UPDATE run SET status = 'QUEUED', seq = seq + 1, updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = %(from_status)s RETURNING {cols}"
+).format(cols=RUN)
+
+CLOSE_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = %(to_state)s, updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = %(from_state)s"
+)
+
+# -- dump --------------------------------------------------------------------------
+
+DUMP_CONSENTS = sql.SQL("SELECT {cols} FROM consent ORDER BY created_at, id").format(cols=CONSENT)
+DUMP_AGENT_JOBS = sql.SQL("SELECT {cols} FROM agent_job ORDER BY created_at, id").format(cols=JOB)
+DUMP_CHECKPOINTS = sql.SQL("SELECT {cols} FROM run_checkpoint ORDER BY run_id").format(
+    cols=CHECKPOINT
+)
