@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +113,38 @@ def test_with_dbname_keeps_server_and_form() -> None:
         == "postgresql://u:p@h:5/b?sslmode=disable"
     )
     assert "dbname=b" in with_dbname("host=h port=5 dbname=a", "b")
+
+
+UNAVAILABLE_CONFTEST = """
+import contextlib
+import harness.pg_fixtures
+from harness.pg import PostgresUnavailable
+
+@contextlib.contextmanager
+def nothing(**_):
+    raise PostgresUnavailable("no PostgreSQL available: simulated for this test")
+    yield
+
+harness.pg_fixtures.provision = nothing
+"""
+
+
+@pytest.mark.parametrize("require", ["", "1"])
+def test_missing_postgres_skips_or_fails_under_require(
+    require: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "conftest.py").write_text(UNAVAILABLE_CONFTEST)
+    (tmp_path / "test_needs_pg.py").write_text("def test_x(pg_dsn):\n    pass\n")
+    monkeypatch.setenv("HARNESS_REQUIRE_PG", require)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rs", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "simulated for this test" in done.stdout
+    if require:
+        assert done.returncode == 1 and "1 error" in done.stdout
+    else:
+        assert done.returncode == 0 and "1 skipped" in done.stdout

@@ -16,8 +16,8 @@ A lost connection, a pool timeout or a serialization failure surfaces as
 caller's bounded retry repeats it safely. Differences from the memory ledger
 are limited to inputs a Clock-driven caller never produces: naive timestamps
 and negative limits are refused, and JSON values must be JSON-native (JSONB
-keeps numbers as decimals: a float beyond about 1e15 may come back as an int
-of the same decimal value).
+keeps numbers as decimals, so a float that Python writes in exponent form,
+about 1e16 and beyond, comes back as the int of that decimal).
 """
 
 from __future__ import annotations
