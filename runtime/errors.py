@@ -66,6 +66,17 @@ class NotFound(RuntimeEngineError):
         self.ident = ident
 
 
+class ClaimLost(RuntimeEngineError):
+    """A hop no longer holds its Run's claim (cancelled, settled or moved on):
+    it must not act any more, and its settlement is fenced."""
+
+    def __init__(self, run_id: UUID, seq: int, status: str) -> None:
+        super().__init__(f"Run {run_id} hop {seq} no longer holds its claim (Run is {status})")
+        self.run_id = run_id
+        self.seq = seq
+        self.status = status
+
+
 class LedgerUnavailable(RuntimeEngineError):
     """A transient ledger error: the transaction may or may not have committed."""
 

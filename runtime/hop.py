@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime import faults
-from runtime.models import AgentJob, Consent, Run
+from runtime.errors import ClaimLost
+from runtime.models import AgentJob, Consent, Run, RunStatus
+from runtime.retry import retrying
 from runtime.seams import Deps
 
 
@@ -44,7 +46,16 @@ class HopContext:
         return f"{self.run.id}:{name}"
 
     async def effect(self, name: str, payload: dict[str, Any]) -> bool:
-        """Apply an external effect through the sink, once per identity."""
+        """Apply an external effect through the sink, once per identity.
+
+        Only while this hop still holds the Run's claim: a hop whose Run went
+        CANCELLING (or was otherwise moved on) raises ClaimLost instead, so it
+        creates no effect while cancellation waits for the parent's abort.
+        """
+        run = await retrying(self.deps.entropy, lambda: self.deps.ledger.get_run(self.run.id))
+        if run is None or run.status is not RunStatus.RUNNING or run.seq != self.seq:
+            status = run.status.value if run is not None else "missing"
+            raise ClaimLost(self.run.id, self.seq, status)
         applied = await self.deps.effects.apply(
             self.effect_identity(name), self.run.id, self.seq, payload
         )

@@ -272,3 +272,31 @@ async def test_concurrent_cancels_elect_one_writer_and_both_see_cancelled() -> N
     assert results == [RunStatus.CANCELLED, RunStatus.CANCELLED]
     assert w.broker.aborts == [hop_key(run_id, 0)]
     assert w.faults.names().count(faults.CANCEL_CONTAINED) == 1
+
+
+async def test_a_hop_whose_run_went_cancelling_applies_no_external_effect() -> None:
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def gated(ctx: HopContext, state: State) -> State:
+        entered.set()
+        await release.wait()
+        await ctx.effect("deliver", {"x": 1})
+        return state
+
+    w = wait_world(pattern_of("gated", gated))
+    run_id = await admit(w, "gated")
+    outcomes: list[HopOutcome] = []
+
+    async def run_hop() -> None:
+        outcomes.append(await hop(w, run_id))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_hop)
+        await entered.wait()
+        await w.ledger.begin_cancel(run_id, w.clock.now())
+        release.set()
+
+    assert outcomes == [HopOutcome.FENCED]
+    assert w.effects.calls == [] and w.effects.applied() == {}
+    assert run_of(w, run_id).status is RunStatus.CANCELLING
+    assert (await Canceller(w.deps).cancel(run_id)).status is RunStatus.CANCELLED

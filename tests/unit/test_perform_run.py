@@ -11,7 +11,7 @@ import pytest
 
 from runtime import worker as worker_module
 from runtime.adapters.memory import MemoryLedger
-from runtime.errors import LedgerUnavailable
+from runtime.errors import ClaimLost, LedgerUnavailable
 from runtime.hop import HopContext
 from runtime.models import DeliveryState, Intent, RunStatus, Settlement
 from runtime.patterns import default_registry
@@ -257,8 +257,11 @@ async def test_two_step_applies_its_effect_once_with_a_stable_identity() -> None
     # and the sink refuses to apply it twice.
     later = HopContext(w.deps, run, seq=3)
     assert later.effect_identity("deliver") == identity
-    assert await later.effect("deliver", {"prompt": "ship it"}) is False
+    assert await w.deps.effects.apply(identity, run_id, 3, {"prompt": "ship it"}) is False
     assert len(w.effects.applied()) == 1
+    # A context that does not hold the Run's claim may not act at all.
+    with pytest.raises(ClaimLost):
+        await later.effect("deliver", {"prompt": "ship it"})
 
 
 async def test_closed_claim_gate_makes_a_hop_wait_before_claiming() -> None:
