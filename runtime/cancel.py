@@ -6,8 +6,9 @@ delivery generation: nothing QUEUED at that sequence can be claimed any
 more), fences the broker's parent job first, then sweeps correlated agent
 jobs and pending consents. Only when every one acknowledged containment does
 `finish_cancel` expose CANCELLED and settle the delivery. Anything short of
-that leaves an honest, retryable CANCELLING. A Run that completed first makes
-cancellation a no-op; re-reading a CANCELLED Run repeats the sweep.
+that leaves an honest, retryable CANCELLING. Stasis is deleted, best effort,
+only after CANCELLED committed. A Run that completed first makes cancellation
+a no-op; re-reading a CANCELLED Run repeats the sweep and the cleanup.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Canceller:
                 raise NotFound("Run", run_id)
             if run.status is RunStatus.CANCELLED:
                 await self.contain(run)  # repeat the sweep; truth already stands
+                await self._cleanup(run)
                 return run
             if run.status.terminal:
                 return run  # completion won the race: nothing to cancel
@@ -63,7 +65,15 @@ class Canceller:
             if done is None:
                 return (await ledger.get_run(run_id)) or run
             await self._evidence(done)
+            await self._cleanup(done)
             return done
+
+    async def _cleanup(self, run: Run) -> None:
+        """Best-effort stasis deletion, only once CANCELLED has committed."""
+        try:
+            await self.deps.ledger.delete_checkpoint(run.id)
+        except Exception as exc:  # a re-read of the Run or startup's paging retries it
+            log.warning("cancel of %s: checkpoint not deleted: %r", run.id, exc)
 
     async def _evidence(self, run: Run) -> None:
         """After terminal truth: the terminal Step, then any live channel closes."""

@@ -274,6 +274,39 @@ async def test_concurrent_cancels_elect_one_writer_and_both_see_cancelled() -> N
     assert w.faults.names().count(faults.CANCEL_CONTAINED) == 1
 
 
+async def test_stasis_is_deleted_only_after_cancelled_commits() -> None:
+    w = wait_world(proxy=True)
+    run_id = await admit(w, "consent_gate")
+    assert await hop(w, run_id) is HopOutcome.PARKED
+    assert run_id in tables(w).checkpoint_table
+    w.ledger.calls.clear()
+
+    done = await Canceller(w.deps).cancel(run_id)
+
+    assert done.status is RunStatus.CANCELLED
+    order = [c for c in w.ledger.calls if c in ("finish_cancel", "delete_checkpoint")]
+    assert order == ["finish_cancel", "delete_checkpoint"]
+    assert run_id not in tables(w).checkpoint_table
+
+
+async def test_a_failing_stasis_delete_after_cancel_keeps_cancelled_and_is_retried() -> None:
+    w = wait_world(proxy=True)
+    run_id = await admit(w, "consent_gate")
+    assert await hop(w, run_id) is HopOutcome.PARKED
+    w.ledger.fail_once("delete_checkpoint", RuntimeError("disk on fire"), after=False)
+    canceller = Canceller(w.deps)
+
+    done = await canceller.cancel(run_id)
+    assert done.status is RunStatus.CANCELLED
+    assert run_of(w, run_id).status is RunStatus.CANCELLED
+    assert run_id in tables(w).checkpoint_table
+
+    # Re-reading the CANCELLED Run repeats the sweep and the cleanup debt.
+    again = await canceller.cancel(run_id)
+    assert again == done
+    assert run_id not in tables(w).checkpoint_table
+
+
 async def test_a_hop_whose_run_went_cancelling_applies_no_external_effect() -> None:
     entered, release = anyio.Event(), anyio.Event()
 
