@@ -231,6 +231,9 @@ def shrink(
     profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
     plan: Annotated[Path | None, typer.Option(help="shrink this plan instead")] = None,
     out_path: Annotated[Path | None, typer.Option("--out", help="where to write the plan")] = None,
+    emit_test: Annotated[
+        Path | None, typer.Option(help="write a pytest regression test replaying the plan")
+    ] = None,
 ) -> None:
     """Minimise the failing fault plan of a seed while the same invariant fails."""
     from sim.shrink import shrink as do_shrink
@@ -251,8 +254,69 @@ def shrink(
     for pf in result.plan.faults:
         say(f"  {pf.describe()}")
     say(f"plan: {target}")
+    if emit_test is not None:
+        emit_test.parent.mkdir(parents=True, exist_ok=True)
+        emit_test.write_text(regression_test(n, name, profile, result))
+        say(f"regression test: {emit_test}")
     say(f"replay: {replay_command(n, name, profile, target)}")
     raise typer.Exit(1)
+
+
+def regression_test(seed: int, scenario: str, profile: str, result: Any) -> str:
+    """A standalone pytest module that replays the minimal plan and asserts it holds now."""
+    plan = result.plan.model_dump_json(indent=4)
+    invariant = result.final.invariant
+    return f'''"""Regression: {scenario} seed {seed} once broke `{invariant}`.
+
+Written by `harness shrink --emit-test`; replays the minimal fault plan and
+asserts every invariant holds now.
+"""
+
+from sim.faults.plan import FaultPlan
+from sim.kernel import run_simulation
+
+PLAN = FaultPlan.model_validate_json(
+    """{plan}"""
+)
+
+
+def test_{scenario}_seed_{seed}_{invariant}_holds() -> None:
+    result = run_simulation({seed}, {scenario!r}, {profile!r}, PLAN)
+    assert result.ok, (result.invariant, result.violation, result.error)
+'''
+
+
+@app.command()
+def gate(
+    policy: Annotated[Path, typer.Option(help="the gate policy (TOML)")] = Path("ci/gate.toml"),
+    jobs: Annotated[int, typer.Option(help="worker processes")] = 2,
+    out_dir: Annotated[Path, typer.Option("--out", help="where reports go")] = Path("out/gate"),
+    receipts: Annotated[Path | None, typer.Option(help="receipts directory")] = None,
+) -> None:
+    """Decide whether this build may ship: exit 0 ship, 1 do not ship, 2 policy error."""
+    from harness.gate import Policy, PolicyError, run_gate
+
+    try:
+        rules = Policy.load(policy)
+    except PolicyError as exc:
+        _die(str(exc))
+    if jobs < 1:
+        _die("--jobs must be at least 1")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = run_gate(rules, jobs, replay_command, receipts)
+    (out_dir / "gate.xml").write_text(reports.gate_junit(result))
+    (out_dir / "gate.json").write_text(
+        json.dumps(reports.gate_json(result), indent=2, sort_keys=True) + "\n")
+    markdown = reports.gate_markdown(result)
+    (out_dir / "gate.md").write_text(markdown)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as fh:
+            fh.write(markdown)
+    say(markdown)
+    say(f"reports: {out_dir}/gate.xml, gate.json, gate.md")
+    if not result.ship:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -201,3 +201,64 @@ def _cls(record: dict[str, Any]) -> str:
     if event.startswith("job.") or event.startswith("effect"):
         return "hop"
     return "tx"
+
+
+def gate_junit(result: Any) -> str:
+    suites = ET.Element("testsuites", name="harness gate")
+    by_suite: dict[str, list[Any]] = {}
+    for c in result.checks:
+        by_suite.setdefault(c.suite, []).append(c)
+    for name, checks in by_suite.items():
+        suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(checks)),
+                              failures=str(sum(not c.ok for c in checks)))
+        for c in checks:
+            case = ET.SubElement(suite, "testcase", classname=f"gate.{name}", name=c.name,
+                                 time=f"{c.seconds:.3f}")
+            if not c.ok:
+                fail = ET.SubElement(case, "failure", message=c.detail)
+                fail.text = f"replay: {c.replay}" if c.replay else c.detail
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def gate_json(result: Any) -> dict[str, Any]:
+    return {
+        "ship": result.ship,
+        "code_digest": result.digest,
+        "wall_s": result.wall_s,
+        "checks": [
+            {"suite": c.suite, "name": c.name, "ok": c.ok, "detail": c.detail,
+             "replay": c.replay}
+            for c in result.checks
+        ],
+        "violations": result.violations,
+        "fires_per_point": result.coverage,
+    }
+
+
+def gate_markdown(result: Any) -> str:
+    verdict = "SHIP" if result.ship else "DO NOT SHIP"
+    lines = [f"## Release gate: {verdict}", "",
+             f"Code digest `{result.digest[:16]}`; {len(result.checks)} checks in "
+             f"{result.wall_s:.0f}s.", ""]
+    failed = [c for c in result.checks if not c.ok]
+    if failed:
+        lines += ["### Failed", "", "| suite | check | detail | replay |", "|---|---|---|---|"]
+        for c in failed:
+            replay = f"`{c.replay}`" if c.replay else ""
+            lines.append(f"| {c.suite} | {c.name} | {c.detail} | {replay} |")
+        lines.append("")
+    if result.violations:
+        lines += ["### Violations", "", "| invariant | scenario | seed | message | replay |",
+                  "|---|---|---|---|---|"]
+        for v in result.violations[:50]:
+            lines.append(f"| {v['invariant']} | {v['scenario']} | {v['seed']} | "
+                         f"{v['message']} | `{v['replay']}` |")
+        lines.append("")
+    lines += ["### Checks", "", "| suite | passed | failed |", "|---|---|---|"]
+    suites: dict[str, list[Any]] = {}
+    for c in result.checks:
+        suites.setdefault(c.suite, []).append(c)
+    for name, checks in suites.items():
+        lines.append(f"| {name} | {sum(c.ok for c in checks)} | "
+                     f"{sum(not c.ok for c in checks)} |")
+    return "\n".join(lines) + "\n"

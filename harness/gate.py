@@ -1,0 +1,251 @@
+"""The pre-release gate: may this build ship? (DESIGN section 8, issue M8)
+
+A policy (TOML) names campaigns (scenarios x profile x seeds), a wall-clock
+budget, the minimum fires per catalogued fault point, the share of seeds
+re-run in fresh processes to audit determinism, and whether restart
+receipts are required (and for which windows). The gate runs all of it and
+checks the fault catalogue both ways. Verdict: ship (exit 0), do not ship
+(exit 1); a broken policy or environment is exit 2 before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness.catalogue_check import check as check_catalogue
+from harness.catalogue_check import code_digest
+from runtime.faults import CATALOGUE
+from sim.campaign import CampaignReport, parse_seeds, run_campaign
+from sim.faults.options import PROFILES
+from sim.scenarios import resolve
+
+
+class PolicyError(Exception):
+    """The policy file cannot be used: exit 2."""
+
+
+class CampaignSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scenarios: str = "all"
+    profile: str = "swarm"
+    seeds: str = "1-100"
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str) -> str:
+        if value not in PROFILES:
+            raise ValueError(f"unknown profile {value!r}; expected one of {', '.join(PROFILES)}")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: str) -> str:
+        parse_seeds(value)
+        return value
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios(cls, value: str) -> str:
+        try:
+            resolve(value)
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+        return value
+
+    def names(self) -> list[str]:
+        return [s.name for s in resolve(self.scenarios)]
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    budget_s: float = Field(default=1800.0, gt=0)
+    min_fires_per_point: int = Field(default=1, ge=0)
+    determinism_audit_fraction: float = Field(default=0.01, ge=0.0, le=1.0)
+    require_receipts: bool = False
+    receipts_dir: str = "receipts"
+    windows: list[str] = Field(default_factory=list)
+    campaign: list[CampaignSpec] = Field(min_length=1)
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, value: list[str]) -> list[str]:
+        unknown = [w for w in value if w not in CATALOGUE]
+        if unknown:
+            raise ValueError(f"unknown windows {unknown}; see `harness faults`")
+        return value
+
+    @classmethod
+    def load(cls, path: Path) -> Policy:
+        try:
+            doc = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise PolicyError(f"policy file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"policy file {path} is not valid TOML: {exc}") from None
+        try:
+            return cls.model_validate(doc.get("gate", {}))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise PolicyError(f"policy {path}: gate.{where}: {err['msg']}") from None
+
+
+@dataclass
+class Check:
+    """One line of the verdict: a JUnit test case and a Markdown row."""
+
+    suite: str
+    name: str
+    ok: bool
+    detail: str = ""
+    seconds: float = 0.0
+    replay: str | None = None
+
+
+@dataclass
+class GateResult:
+    checks: list[Check] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    coverage: dict[str, Any] = field(default_factory=dict)
+    digest: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def ship(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def run_gate(
+    policy: Policy, jobs: int, replay_command: Any, receipts_root: Path | None = None
+) -> GateResult:
+    started = time.perf_counter()
+    result = GateResult(digest=code_digest())
+    reports: list[tuple[CampaignSpec, CampaignReport]] = []
+    for spec in policy.campaign:
+        reports.append((spec, _campaign(spec, jobs, replay_command, result)))
+    _coverage(policy, reports, result)
+    _catalogue(result)
+    _determinism(policy, reports, result)
+    _receipts(policy, receipts_root or Path(policy.receipts_dir), result)
+    result.wall_s = time.perf_counter() - started
+    result.checks.append(Check("gate", "wall-clock budget", result.wall_s <= policy.budget_s,
+                               f"{result.wall_s:.0f}s of {policy.budget_s:.0f}s"))
+    return result
+
+
+def _campaign(
+    spec: CampaignSpec, jobs: int, replay_command: Any, result: GateResult
+) -> CampaignReport:
+    from sim import breaks
+
+    work = [(s, n, spec.profile, breaks.from_env())
+            for n in spec.names() for s in parse_seeds(spec.seeds)]
+    report = run_campaign(work, jobs)
+    for name in spec.names():
+        mine = [r for r in report.results if r["scenario"] == name]
+        bad = [r for r in mine if r["verdict"] != "ok"]
+        for r in bad:
+            r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
+            result.violations.append({k: r[k] for k in (
+                "seed", "scenario", "profile", "invariant", "message", "replay")})
+        detail = f"{len(mine)} seeds, {len(bad)} violations"
+        if bad:
+            detail += f"; first: [{bad[0]['invariant']}] {bad[0]['message']}"
+        result.checks.append(Check(
+            "campaigns", f"{name} x {spec.profile} x {spec.seeds}", not bad, detail,
+            sum(r["wall_s"] for r in mine), bad[0]["replay"] if bad else None,
+        ))
+    return report
+
+
+def _coverage(
+    policy: Policy, reports: list[tuple[CampaignSpec, CampaignReport]], result: GateResult
+) -> None:
+    fires: dict[str, int] = {p: 0 for p in CATALOGUE}
+    for _, report in reports:
+        for point, c in report.coverage()["points"].items():
+            if point in fires:
+                fires[point] += c["fires"]
+    result.coverage = fires
+    for point, n in fires.items():
+        result.checks.append(Check(
+            "coverage", point, n >= policy.min_fires_per_point,
+            f"fired {n} times (minimum {policy.min_fires_per_point})",
+        ))
+
+
+def _catalogue(result: GateResult) -> None:
+    report = check_catalogue()
+    result.checks.append(Check(
+        "catalogue", "called points are catalogued", not report.missing,
+        "missing from the catalogue: " + ", ".join(report.missing) if report.missing else "ok",
+    ))
+    result.checks.append(Check(
+        "catalogue", "catalogued points are called", not report.unused,
+        "never called: " + ", ".join(report.unused) if report.unused else "ok",
+    ))
+
+
+def _determinism(
+    policy: Policy, reports: list[tuple[CampaignSpec, CampaignReport]], result: GateResult
+) -> None:
+    """Re-run a deterministic sample of seeds in fresh processes; hashes must match."""
+    if policy.determinism_audit_fraction <= 0:
+        return
+    for spec, report in reports:
+        runs = sorted(report.results, key=lambda r: (r["scenario"], r["seed"]))
+        n = max(1, math.ceil(len(runs) * policy.determinism_audit_fraction))
+        step = max(1, len(runs) // n)
+        for r in runs[::step][:n]:
+            fresh = _fresh_hash(r["seed"], r["scenario"], spec.profile)
+            ok = fresh == r["trace_hash"]
+            result.checks.append(Check(
+                "determinism", f"{r['scenario']} seed {r['seed']} ({spec.profile})", ok,
+                "same trace-hash in a fresh process" if ok
+                else f"campaign {r['trace_hash'][:16]} != fresh {str(fresh)[:16]}",
+            ))
+
+
+def _fresh_hash(seed: int, scenario: str, profile: str) -> str | None:
+    code = (
+        "import sys; from sim.kernel import run_simulation;"
+        f"print(run_simulation({seed}, {scenario!r}, {profile!r}).trace_hash)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    return done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout else None
+
+
+def _receipts(policy: Policy, root: Path, result: GateResult) -> None:
+    if not policy.require_receipts:
+        return
+    index = root / "index.json"
+    if not index.exists():
+        result.checks.append(Check("receipts", "receipts present", False,
+                                   f"no {index}; run `harness receipts --all --out {root}`"))
+        return
+    doc = json.loads(index.read_text())
+    entries = {e["window"]: e for e in doc.get("windows", [])}
+    for window in policy.windows or sorted(entries):
+        entry = entries.get(window)
+        if entry is None:
+            result.checks.append(Check("receipts", window, False, "missing"))
+            continue
+        same_code = entry.get("code_digest") == result.digest
+        proved = entry.get("verdict") == "proved"
+        detail = "proved" if proved else f"verdict {entry.get('verdict')}"
+        if not same_code:
+            detail = "receipt is for other code (digest mismatch): re-run harness receipts"
+        result.checks.append(Check("receipts", window, proved and same_code, detail))

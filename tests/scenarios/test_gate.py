@@ -1,0 +1,67 @@
+"""The release gate: ship on a healthy build, refuse a broken one with the
+invariant and replay command in its Markdown, exit 2 on a bad policy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+POLICY = """
+[gate]
+budget_s = 900
+min_fires_per_point = 0
+determinism_audit_fraction = 0.05
+
+[[gate.campaign]]
+scenarios = "basic"
+profile = "swarm"
+seeds = "1-30"
+"""
+
+
+def _gate(tmp_path: Path, policy: str, **env: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "gate.toml"
+    path.write_text(policy)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "gate", "--policy", str(path), "--out",
+         str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=900, env={**os.environ, **env},
+    )
+
+
+def test_gate_ships_a_healthy_build_and_writes_every_report(tmp_path: Path) -> None:
+    done = _gate(tmp_path, POLICY)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for name in ("gate.xml", "gate.json", "gate.md"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    assert "SHIP" in (tmp_path / "out" / "gate.md").read_text()
+
+
+def test_gate_refuses_a_broken_fence_naming_invariant_and_replay(tmp_path: Path) -> None:
+    done = _gate(tmp_path, POLICY, SIM_BREAK="claim_fence")
+    assert done.returncode == 1
+    markdown = (tmp_path / "out" / "gate.md").read_text()
+    assert "DO NOT SHIP" in markdown
+    assert "claim_is_exact" in markdown
+    assert "SIM_BREAK=claim_fence harness replay --seed" in markdown
+    assert "<failure" in (tmp_path / "out" / "gate.xml").read_text()
+
+
+def test_gate_policy_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    bad = POLICY.replace('profile = "swarm"', 'profile = "wild"')
+    done = _gate(tmp_path, bad)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error:") and "profile" in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    missing = subprocess.run([sys.executable, "-m", "harness.cli", "gate", "--policy",
+                              str(tmp_path / "nope.toml")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_catalogue_is_consistent_both_ways() -> None:
+    from harness.catalogue_check import check
+
+    report = check()
+    assert report.missing == [] and report.unused == []
