@@ -74,7 +74,9 @@ class Boot:
             orchestrator=BootOrchestrator(self, world.orchestrator),
         )
         self.vessel = build_vessel(self.deps, registry=world.registry)
-        self.lifespan = Lifespan(self.vessel, strict=False)
+        # The PostgreSQL profile is strict: a degraded reconciliation refuses to start,
+        # and the world reboots until it can (the checker sees it in the trace).
+        self.lifespan = Lifespan(self.vessel, strict=True)
         self.engine = self.vessel.engine
         self.worker = self.vessel.worker
         self.canceller = self.lifespan.canceller
