@@ -1,0 +1,255 @@
+"""`vessel`: the production process (DESIGN section 8: `vessel serve`, `vessel migrate`).
+
+Commands:
+- `vessel serve [--memory | --dsn DSN] [--host 127.0.0.1] [--port 8000]
+  [--migrate] [--insecure-local]`: the HTTP surface (`runtime.app.http`)
+  under uvicorn, with the PostgreSQL + SAQ profile (strict startup) or the
+  memory profile (best effort, nothing durable). Binds loopback by default.
+- `vessel migrate --dsn DSN`: applies the shipped migrations, prints the
+  versions, exits 0.
+- `vessel faults`: the catalogue of named fault points (DESIGN section 5).
+
+Guarantees:
+- Every user mistake found before serving (no or both profiles, malformed
+  or missing credentials, `--insecure-local` on a non-loopback address, an
+  unknown `VESSEL_CRASH_AT` point, an unreachable or malformed DSN, a schema
+  that is not current) ends with exit status 2 and one line on stderr, never
+  a traceback, and before anything is written or bound.
+- A startup the lifespan refuses (seed 000_81a5c720b14d934a.txt,
+  "Cancellation, mutation, and recovery": degraded reconciliation on the
+  strict profile) is logged as one line and ends with exit status 1.
+- With `VESSEL_CRASH_AT=<point>[:<nth>]` the process SIGKILLs itself at
+  that window (`runtime.adapters.crashplan`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, NoReturn, TypeVar
+
+import anyio
+import typer
+
+from runtime.adapters.crashplan import CrashPlan, CrashPlanInvalid
+from runtime.app.auth import Credentials, CredentialsInvalid, tokens_from_env
+from runtime.faults import CATALOGUE
+
+T = TypeVar("T")
+
+EXIT_USAGE = 2
+EXIT_STARTUP = 1
+GRACEFUL_SHUTDOWN_S = 5
+
+cli = typer.Typer(
+    name="vessel",
+    help="The Vessel run engine: serve the HTTP surface, migrate the ledger.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+class UserMistake(Exception):
+    """Something the operator can fix; reported as one line, exit status 2."""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    typer.echo(f"vessel: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _run(fn: Callable[[], Awaitable[T]]) -> T:
+    return anyio.run(fn)
+
+
+# -- serve ---------------------------------------------------------------------
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _preflight(dsn: str, migrate: bool) -> None:
+    """Reach the database and check (or bring) its schema before serving."""
+    from runtime.adapters.postgres import (
+        ConnectFailed,
+        MigrationRefused,
+        SchemaVersionError,
+    )
+    from runtime.adapters.postgres import migrate as migrate_ledger
+    from runtime.adapters.postgres.connect import probe
+    from runtime.adapters.postgres.migrate import require_current
+
+    try:
+        if migrate:
+            report = await migrate_ledger(dsn)
+            logging.getLogger("vessel").info("%s", _migration_line(report))
+        conn = await probe(dsn)
+        async with conn:
+            await require_current(conn)
+    except (ConnectFailed, SchemaVersionError, MigrationRefused) as exc:
+        raise UserMistake(str(exc)) from None
+
+
+def _migration_line(report: object) -> str:
+    before, after = getattr(report, "before", 0), getattr(report, "after", 0)
+    applied = tuple(getattr(report, "applied", ()))
+    if not applied:
+        return f"schema version {after} is current; nothing applied"
+    listed = ", ".join(f"{v:04d}" for v in applied)
+    return f"schema version {before} -> {after} (applied {listed})"
+
+
+class OneLineLifespanErrors:
+    """ASGI shim: a failed startup or shutdown is reported to the server as the
+    exception's last line instead of Starlette's formatted traceback."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(
+        self,
+        scope: dict[str, object],
+        receive: Callable[[], Awaitable[dict[str, object]]],
+        send: Callable[[dict[str, object]], Awaitable[None]],
+    ) -> None:
+        if scope.get("type") != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def shortened(message: dict[str, object]) -> None:
+            text = message.get("message")
+            if str(message.get("type", "")).endswith(".failed") and isinstance(text, str):
+                lines = [line for line in text.strip().splitlines() if line.strip()]
+                message = {**message, "message": lines[-1] if lines else text}
+            await send(message)
+
+        await self.app(scope, receive, shortened)
+
+
+@cli.command()
+def serve(
+    memory: Annotated[bool, typer.Option("--memory", help="In-process memory profile.")] = False,
+    dsn: Annotated[
+        str | None,
+        typer.Option("--dsn", envvar="VESSEL_DSN", help="PostgreSQL DSN (ledger and SAQ)."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind.")] = 8000,
+    migrate: Annotated[bool, typer.Option("--migrate", help="Migrate before serving.")] = False,
+    insecure_local: Annotated[
+        bool,
+        typer.Option("--insecure-local", help="Serve without credentials (loopback only)."),
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the Vessel's HTTP surface with its workers and relays."""
+    import uvicorn
+
+    from runtime.app.factories import memory_lifespan, postgres_lifespan
+    from runtime.app.http import create_app
+
+    if memory == (dsn is not None):
+        fail("give exactly one of --dsn DSN (PostgreSQL) or --memory")
+    if memory and migrate:
+        fail("--migrate needs --dsn: the memory profile has no schema")
+    if insecure_local and not _loopback(host):
+        fail(f"--insecure-local serves without credentials and may only bind loopback, "
+             f"not {host}")
+    try:
+        creds = Credentials(tokens_from_env(), insecure_local=insecure_local)
+        plan = CrashPlan.from_env()
+    except (CredentialsInvalid, CrashPlanInvalid) as exc:
+        fail(str(exc))
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("vessel")
+    if plan is not None:
+        log.warning("crash plan armed: SIGKILL at %s", plan.describe())
+    if dsn is not None:
+        try:
+            _run(lambda: _preflight(dsn, migrate))
+        except UserMistake as exc:
+            fail(str(exc))
+        factory = postgres_lifespan(dsn, faults=plan)
+        profile = "postgres"
+    else:
+        factory = memory_lifespan(faults=plan)
+        profile = "memory"
+    app = create_app(factory, creds, profile=profile)
+    config = uvicorn.Config(
+        OneLineLifespanErrors(app),
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        fail("startup failed (see the log above)", EXIT_STARTUP)
+
+
+# -- migrate -------------------------------------------------------------------
+
+
+@cli.command("migrate")
+def migrate_command(
+    dsn: Annotated[
+        str | None, typer.Option("--dsn", envvar="VESSEL_DSN", help="PostgreSQL DSN.")
+    ] = None,
+) -> None:
+    """Apply the shipped ledger migrations and print the schema versions."""
+    from runtime.adapters.postgres import (
+        ConnectFailed,
+        MigrationRefused,
+        SchemaTooNew,
+        migrate,
+    )
+
+    if not dsn:
+        fail("give --dsn DSN (or set VESSEL_DSN)")
+    try:
+        report = _run(lambda: migrate(dsn))
+    except (ConnectFailed, SchemaTooNew) as exc:
+        fail(str(exc))
+    except MigrationRefused as exc:
+        fail(str(exc), 1)
+    typer.echo(_migration_line(report))
+
+
+# -- faults --------------------------------------------------------------------
+
+
+@cli.command()
+def faults(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+) -> None:
+    """List the named fault points (crash windows) and the recovery each expects."""
+    points = [CATALOGUE[name] for name in sorted(CATALOGUE)]
+    if as_json:
+        rows = [{"name": p.name, "window": p.window, "expected": p.expected} for p in points]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(p.name) for p in points)
+    for p in points:
+        typer.echo(f"{p.name:<{width}}  {p.window}")
+        typer.echo(f"{'':<{width}}  -> {p.expected}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (`vessel = runtime.app.cli:main`)."""
+    cli(args=argv if argv is not None else sys.argv[1:], prog_name="vessel")
+
+
+if __name__ == "__main__":
+    main()
