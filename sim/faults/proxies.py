@@ -109,10 +109,28 @@ class SimLedger(_Guarded):
             raise LedgerUnavailable("injected Step append failure")
 
 
+def _run_of(args: tuple[Any, ...]) -> str | None:
+    """The Run a ledger call concerns, for the trace (first UUID or record argument)."""
+    if not args:
+        return None
+    first = args[0]
+    if isinstance(first, UUID):
+        return str(first)
+    for attr in ("run_id", "id"):
+        value = getattr(first, attr, None)
+        if isinstance(value, UUID):
+            return str(value)
+    return None
+
+
 def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
-        return await self._tx(name, write, lambda: inner(*args, **kwargs))
+        result = await self._tx(name, write, lambda: inner(*args, **kwargs))
+        if write and name != "append_step":
+            self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args),
+                                  changed=result is not None and result is not False)
+        return result
 
     method.__name__ = name
     return method
