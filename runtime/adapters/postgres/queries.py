@@ -1,12 +1,13 @@
 """The SQL of the PostgreSQL ledger, composed once at import.
 
 Lock discipline (what makes each ledger method behave as one atomic step):
-a method that writes both a Run and its delivery locks the Run row first
-(`FOR UPDATE`), then the delivery row; a method that writes only a delivery
-locks only that row. Every write is also conditional on the state it was
-decided from (`WHERE status = ... AND seq = ...`), so a write can never apply
-to a row that moved on. No statement calls now(): the caller's Clock supplies
-every timestamp.
+a method that reads or writes more than one row of a Run locks the Run row
+first (`FOR UPDATE`), then the rows it decides from; a method that writes
+only a delivery locks only that row. So two transactions on one Run queue on
+its Run row and never wait on each other in a cycle. Every write is also
+conditional on the state it was decided from (`WHERE status = ... AND
+seq = ...`), so a write can never apply to a row that moved on. No statement
+calls now(): the caller's Clock supplies every timestamp.
 """
 
 from __future__ import annotations

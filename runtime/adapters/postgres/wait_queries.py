@@ -1,8 +1,9 @@
 """The SQL of durable waits: checkpoints, consents, agent jobs, run transitions.
 
-Lock order extends the one in `queries`: run, then its delivery, then a
-consent or agent job, then the checkpoint. Decisions on a consent and
-reports of an agent job lock only that row. Timestamps are parameters.
+The lock rule of `queries` holds here too: a transaction that writes more than
+one row locks the Run row first, so two of them on one Run queue on that row
+and cannot deadlock; decisions on a consent and reports of an agent job lock
+only that one row. Timestamps are parameters.
 """
 
 from __future__ import annotations
