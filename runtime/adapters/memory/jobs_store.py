@@ -1,0 +1,174 @@
+"""MemoryJobStore: the reference JobStore (seed 004_85033eb8fc772f12.txt).
+
+Each method passes the `enter()` gate once and then reads, decides (with
+`runtime.jobs.rules`) and writes without awaiting, so it is one atomic
+transaction under anyio, and a crashed simulated process can never write.
+Test/local process state only: nothing survives the process.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from runtime.adapters.memory.gate import enter
+from runtime.jobs import rules
+from runtime.jobs.errors import UnknownJob
+from runtime.jobs.models import (
+    RENEW_EVERY_S,
+    AttemptEvent,
+    AttemptFailure,
+    EvidenceRecord,
+    Interpretation,
+    LeasedJob,
+    StagedResult,
+)
+
+
+class MemoryJobStore:
+    def __init__(self, renew_every_s: float = RENEW_EVERY_S) -> None:
+        self.renew_every_s = renew_every_s
+        self.evidence_table: dict[UUID, EvidenceRecord] = {}
+        self.job_table: dict[UUID, LeasedJob] = {}
+        self.interpretation_table: dict[UUID, list[Interpretation]] = {}
+        self.event_log: dict[UUID, list[AttemptEvent]] = {}
+
+    def _job(self, job_id: UUID) -> LeasedJob:
+        job = self.job_table.get(job_id)
+        if job is None:
+            raise UnknownJob(job_id)
+        return job
+
+    def _apply(self, decision: rules.Decision) -> LeasedJob:
+        job = decision.job
+        if decision.changed:
+            self.job_table[job.id] = job
+        if decision.events:
+            self.event_log.setdefault(job.id, []).extend(decision.events)
+        if decision.interpretation is not None:
+            self.interpretation_table.setdefault(job.id, []).append(decision.interpretation)
+        return decision.outcome()
+
+    def _next_event(self, job_id: UUID) -> int:
+        return len(self.event_log.get(job_id, ()))
+
+    async def receive(self, evidence: EvidenceRecord, job: LeasedJob) -> LeasedJob:
+        await enter()
+        new_evidence, new_job = rules.decide_receive(
+            evidence, job, self.evidence_table.get(evidence.id), self.job_table.get(job.id)
+        )
+        if new_evidence:
+            self.evidence_table[evidence.id] = evidence
+        if new_job:
+            self.job_table[job.id] = job
+        return self.job_table[job.id]
+
+    async def get(self, job_id: UUID) -> LeasedJob | None:
+        await enter()
+        return self.job_table.get(job_id)
+
+    async def evidence(self, evidence_id: UUID) -> EvidenceRecord | None:
+        await enter()
+        return self.evidence_table.get(evidence_id)
+
+    async def jobs(self, workspace: str) -> list[LeasedJob]:
+        await enter()
+        mine = [j for j in self.job_table.values() if j.workspace == workspace]
+        return sorted(mine, key=lambda j: (j.created_at, j.id))
+
+    async def claim_one(
+        self, workspace: str, worker_id: str, now: datetime, lease_s: float
+    ) -> LeasedJob | None:
+        await enter()
+        candidates = sorted(
+            (j for j in self.job_table.values() if j.workspace == workspace and j.eligible_at(now)),
+            key=lambda j: (j.created_at, j.id),
+        )
+        for job in candidates:
+            decision = rules.decide_claim(job, worker_id, now, lease_s, self._next_event(job.id))
+            claimed = self._apply(decision)
+            if claimed.lease_owner == worker_id:
+                return claimed
+        return None
+
+    async def renew(self, job_id: UUID, fence: int, owner: str, now: datetime) -> LeasedJob:
+        await enter()
+        return self._apply(
+            rules.decide_renew(self._job(job_id), fence, owner, now, self.renew_every_s)
+        )
+
+    async def reserve_model_call(
+        self, job_id: UUID, fence: int, owner: str, now: datetime
+    ) -> LeasedJob:
+        await enter()
+        job = self._job(job_id)
+        return self._apply(rules.decide_reserve(job, fence, owner, now, self._next_event(job_id)))
+
+    async def stage(
+        self,
+        job_id: UUID,
+        fence: int,
+        owner: str,
+        model_version: str,
+        result: StagedResult,
+        now: datetime,
+    ) -> LeasedJob:
+        await enter()
+        job = self._job(job_id)
+        events = self.event_log.get(job_id, [])
+        decision = rules.decide_stage(
+            job,
+            fence,
+            owner,
+            model_version,
+            result,
+            now,
+            len(events),
+            rules.interpretation_of(events, fence, job.interpretation),
+        )
+        return self._apply(decision)
+
+    async def schedule_retry(
+        self,
+        job_id: UUID,
+        fence: int,
+        owner: str,
+        retry_at: datetime,
+        failure: AttemptFailure,
+        now: datetime,
+    ) -> LeasedJob:
+        await enter()
+        job = self._job(job_id)
+        return self._apply(
+            rules.decide_retry(job, fence, owner, retry_at, failure, now, self._next_event(job_id))
+        )
+
+    async def fail(
+        self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
+    ) -> LeasedJob:
+        await enter()
+        job = self._job(job_id)
+        return self._apply(
+            rules.decide_fail(job, fence, owner, failure, now, self._next_event(job_id))
+        )
+
+    async def exhaust(
+        self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
+    ) -> LeasedJob:
+        await enter()
+        job = self._job(job_id)
+        return self._apply(
+            rules.decide_exhaust(job, fence, owner, failure, now, self._next_event(job_id))
+        )
+
+    async def reprocess(self, job_id: UUID, now: datetime) -> LeasedJob:
+        await enter()
+        return self._apply(rules.decide_reprocess(self._job(job_id), now))
+
+    async def interpretations(self, job_id: UUID) -> list[Interpretation]:
+        await enter()
+        return list(self.interpretation_table.get(job_id, ()))
+
+    async def attempts(self, job_id: UUID) -> list[AttemptEvent]:
+        await enter()
+        return list(self.event_log.get(job_id, ()))
