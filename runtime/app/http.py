@@ -334,7 +334,7 @@ def create_app(
         async with lifespan_factory() as vessel_lifespan:
             state.lifespan = vessel_lifespan
             async with vessel_lifespan.serving():
-                log.info("vessel %s ready (boot %s, profile %s)", title,
+                log.info("%s ready (boot %s, profile %s)", title,
                          vessel_lifespan.status.boot_id, profile)
                 yield
 

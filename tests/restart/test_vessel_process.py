@@ -1,0 +1,201 @@
+"""A real `vessel serve` process, killed by its crash plan and started again.
+
+DESIGN sections 5 and 7, seed 000_81a5c720b14d934a.txt ("Cancellation,
+mutation, and recovery": startup fences each pre-boot generation before
+failing orphaned RUNNING work as lost; uncheckpointed process death is
+failed, never guessed forward):
+
+1. boot 1 runs on a fresh PostgreSQL database with
+   `VESSEL_CRASH_AT=claim.committed`; an echo Run is submitted over HTTP;
+   the worker claims it and the process dies by SIGKILL (returncode -9) at
+   exactly that window, leaving the Run RUNNING;
+2. boot 2 starts without the plan, reconciles, and reports ready on
+   `/health` with a different boot id; the Run is FAILED as lost, its
+   delivery settled, and an idempotent replay of the same submission
+   returns that same Run (200) instead of admitting it again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.restart
+
+TOKEN = "restart-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+READY_WITHIN_S = 60.0
+DEATH_WITHIN_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class VesselProcess:
+    """One `vessel serve` process on loopback, its output in files."""
+
+    dsn: str
+    workdir: Path
+    name: str
+    crash_at: str | None = None
+    migrate: bool = False
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def start(self) -> VesselProcess:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("VESSEL_CRASH_AT", "VESSEL_TOKENS", "VESSEL_TOKEN")}
+        env["VESSEL_TOKEN"] = TOKEN
+        if self.crash_at is not None:
+            env["VESSEL_CRASH_AT"] = self.crash_at
+        argv = [sys.executable, "-m", "runtime.app.cli", "serve", "--dsn", self.dsn,
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "info"]
+        if self.migrate:
+            argv.append("--migrate")
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def health(self, client: httpx.Client) -> dict[str, Any]:
+        """Wait until /health says ready; fail if the process exits first."""
+        assert self.proc is not None
+        deadline = time.monotonic() + READY_WITHIN_S
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"{self.name} exited {self.proc.returncode} before ready:\n"
+                            f"{self.output()[-3000:]}")
+            try:
+                response = client.get(f"{self.url}/health", timeout=2)
+                body: dict[str, Any] = response.json()
+                if response.status_code == 200 and body.get("ready"):
+                    return body
+                last = response.text
+            except httpx.TransportError as exc:
+                last = repr(exc)
+            time.sleep(0.1)
+        pytest.fail(f"{self.name} not ready within {READY_WITHIN_S}s ({last}):\n"
+                    f"{self.output()[-3000:]}")
+
+    def wait_death(self, within: float = DEATH_WITHIN_S) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{self.name} still alive after {within}s:\n{self.output()[-3000:]}")
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait (the process shuts down gracefully); SIGKILL as a last resort."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"{self.name} ignored SIGTERM:\n{self.output()[-3000:]}")
+
+
+@pytest.fixture
+def processes() -> Iterator[list[VesselProcess]]:
+    started: list[VesselProcess] = []
+    yield started
+    for process in started:  # never leave a server behind, whatever failed
+        if process.proc is not None and process.proc.poll() is None:
+            process.proc.kill()
+            process.proc.wait()
+
+
+def row(dsn: str, sql: str, *params: object) -> tuple[Any, ...] | None:
+    with psycopg.connect(dsn, connect_timeout=5) as conn:
+        return conn.execute(sql, params).fetchone()
+
+
+def test_sigkill_at_claim_committed_then_restart_fails_the_run_as_lost(
+    pg_fresh_dsn: str, tmp_path: Path, processes: list[VesselProcess]
+) -> None:
+    submission = {"pattern": "echo", "prompt": "die after the claim"}
+    headers = {**AUTH, "Idempotency-Key": "restart-echo-1"}
+    with httpx.Client(timeout=10) as client:
+        boot1 = VesselProcess(pg_fresh_dsn, tmp_path, "boot1", crash_at="claim.committed",
+                              migrate=True)
+        processes.append(boot1.start())
+        first_health = boot1.health(client)
+        run_id: str | None = None
+        try:
+            admitted = client.post(f"{boot1.url}/runs", json=submission, headers=headers)
+            assert admitted.status_code == 201, admitted.text
+            run_id = admitted.json()["id"]
+        except httpx.TransportError:
+            pass  # the worker claimed (and the process died) before the answer was sent
+
+        returncode = boot1.wait_death()
+        assert returncode == -signal.SIGKILL, (returncode, boot1.output()[-3000:])
+        assert "crash plan claim.committed:1: SIGKILL" in boot1.output()
+
+        if run_id is not None:
+            stranded = row(pg_fresh_dsn, "SELECT status FROM run WHERE id = %s", run_id)
+            assert stranded == ("RUNNING",), stranded
+
+        boot2 = VesselProcess(pg_fresh_dsn, tmp_path, "boot2", port=boot1.port)
+        processes.append(boot2.start())
+        second_health = boot2.health(client)
+        assert second_health["phase"] == "ready" and second_health["profile"] == "postgres"
+        assert second_health["strict"] is True and second_health["degraded"] == []
+        assert second_health["boot_id"] != first_health["boot_id"]
+        assert boot2.pid != boot1.pid
+
+        replay = client.post(f"{boot2.url}/runs", json=submission, headers=headers)
+        assert replay.status_code == 200, replay.text  # admitted once, in boot 1
+        if run_id is not None:
+            assert replay.json()["id"] == run_id
+        run_id = replay.json()["id"]
+
+        run = client.get(f"{boot2.url}/runs/{run_id}", headers=AUTH).json()
+        assert run["status"] == "FAILED", run
+        assert run["error"].startswith("lost"), run
+        assert run["started_at"] is not None and run["result"] is None
+        delivery = row(pg_fresh_dsn,
+                       "SELECT state FROM run_delivery WHERE run_id = %s AND seq = 0", run_id)
+        assert delivery is not None and delivery[0] in ("SETTLED", "FAILED"), delivery
+
+        events = client.get(f"{boot2.url}/runs/{run_id}/events", headers=AUTH)
+        assert events.status_code == 200 and "event: resync" in events.text
+        assert '"status":"FAILED"' in events.text
+
+        stopped = boot2.stop()
+        assert stopped in (0, -signal.SIGTERM), (stopped, boot2.output()[-3000:])
+        assert "Traceback" not in boot2.output(), boot2.output()[-3000:]
