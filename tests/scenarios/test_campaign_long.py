@@ -11,7 +11,7 @@ import pytest
 
 from runtime.faults import CATALOGUE
 
-pytestmark = pytest.mark.campaign
+pytestmark = [pytest.mark.campaign, pytest.mark.timeout(2700)]
 
 
 def test_basic_campaign_500_seeds_holds_and_covers_every_kind(tmp_path: Path) -> None:
