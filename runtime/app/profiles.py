@@ -29,6 +29,7 @@ from typing import cast
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.saq import SaqBroker, SaqSettings
+from runtime.adapters.reference import ReferenceAgentRuntime, ReferenceOrchestrator
 from runtime.adapters.system import SystemClock, SystemEntropy
 from runtime.engine import RunEngine
 from runtime.faults import NoFaults
@@ -88,6 +89,10 @@ def make_deps(
         faults=faults or NoFaults(),
         effects=effects or MemoryEffectSink(),
         boot_id=boot_id or f"boot-{entropy.new_id()}",
+        # The deterministic, effect-free reference adapters (seed 000, "Delegated
+        # AgentJob labor"): no real provider or orchestrator is admitted yet.
+        agents=ReferenceAgentRuntime(),
+        orchestrator=ReferenceOrchestrator(),
     )
 
 
