@@ -8,6 +8,8 @@ Commands:
 - `vessel migrate --dsn DSN`: applies the shipped migrations, prints the
   versions, exits 0.
 - `vessel faults`: the catalogue of named fault points (DESIGN section 5).
+- `vessel jobs work --workspace W (--dsn DSN | --memory)`: the leased-job
+  worker loop of seed 004 (`runtime.app.jobs_cli`).
 
 Guarantees:
 - Every user mistake found before serving (no or both profiles, malformed
@@ -36,6 +38,7 @@ import typer
 
 from runtime.adapters.crashplan import CrashPlan, CrashPlanInvalid
 from runtime.app.auth import Credentials, CredentialsInvalid, tokens_from_env
+from runtime.app.jobs_cli import jobs as jobs_commands
 from runtime.faults import CATALOGUE
 
 T = TypeVar("T")
@@ -51,6 +54,7 @@ cli = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+cli.add_typer(jobs_commands, name="jobs")  # `vessel jobs work` (runtime.app.jobs_cli)
 
 
 class UserMistake(Exception):

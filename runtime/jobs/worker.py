@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from runtime.errors import LedgerUnavailable
 from runtime.jobs.errors import (
     CallBudgetExhausted,
     FenceError,
@@ -186,7 +185,7 @@ class _Attempt:
                 except FenceError:
                     lost.set()
                     return
-                except LedgerUnavailable as exc:  # try again next period
+                except Exception as exc:  # storage trouble: try again next period
                     log.warning("lease renewal of %s failed: %s", self.job.id, exc)
 
         async with anyio.create_task_group() as tg:
