@@ -27,6 +27,14 @@ from runtime.models import Run, RunDelivery
 
 Cursor = AsyncCursor[DictRow]
 
+CONNECTION_LOST = (
+    psycopg.OperationalError,
+    # The server ends the session for these (SQLSTATE 25P03, 25P04), so the
+    # connection is lost like any other; psycopg files them under InternalError.
+    psycopg.errors.IdleInTransactionSessionTimeout,
+    psycopg.errors.TransactionTimeout,
+)
+
 
 class LockDisciplineBroken(RuntimeError):
     """A conditional write found no row although its lock said it would: a bug, rolled back."""
@@ -52,7 +60,7 @@ class Transactional:
                 yield cur
         except PoolClosed:
             raise
-        except psycopg.OperationalError as exc:
+        except CONNECTION_LOST as exc:
             raise LedgerUnavailable(f"ledger transaction failed: {exc}") from exc
 
 
