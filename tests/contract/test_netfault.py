@@ -706,3 +706,22 @@ async def test_a_black_hole_fails_admission_at_the_client_deadline(rig: Rig) -> 
     await run_through(rig, intents("deadline", 1), during=heal_later, attempt_s=2.0)
     failures = rig.clients.failures
     assert failures and failures[0][1].startswith("TimeoutError"), failures
+
+
+VESSEL_SERVER_TIMEOUTS = "-c statement_timeout=1000 -c idle_in_transaction_session_timeout=1000"
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+@pytest.mark.parametrize("moment", ["ledger.admit_run", "ledger.claim_delivery",
+                                    "ledger.settle_run"])
+async def test_engine_survives_latency_beyond_the_server_timeouts(
+    nf: NetFaults, pg_fresh_dsn: str, moment: str
+) -> None:
+    """1.5 s each way for 3 s, on connections whose server gives a statement 1 s and a
+    transaction 1 s between statements: the ledger's transactions are ended by the server
+    and retried; once the latency is gone everything completes."""
+    rig = make_rig(nf, pg_fresh_dsn, options=VESSEL_SERVER_TIMEOUTS)
+    rig.injector.at(moment, rig.fault("latency", hold_s=3.0, latency=1500))
+    await run_through(rig, intents("latency"))
+    assert_the_fault_bit(rig)
