@@ -1,0 +1,97 @@
+"""`vessel serve`, `vessel migrate`, `vessel faults`: user mistakes end with exit
+status 2 and one line, never a traceback, and before anything is bound or
+written (runtime.app.cli)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from runtime.app.cli import OneLineLifespanErrors, cli
+from runtime.faults import CATALOGUE
+
+CLEAN_ENV: dict[str, str | None] = {
+    "VESSEL_TOKENS": None, "VESSEL_TOKEN": None, "VESSEL_CRASH_AT": None, "VESSEL_DSN": None,
+}
+
+
+def invoke(args: list[str], **env: str) -> Any:
+    return CliRunner().invoke(cli, args, env={**CLEAN_ENV, **env}, catch_exceptions=False)
+
+
+def assert_one_line_usage_error(result: Any, *words: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("vessel: "), result.output
+    assert "Traceback" not in result.output
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("args", "env", "words"), [
+    (["serve"], {"VESSEL_TOKEN": "t"}, ["--dsn", "--memory"]),
+    (["serve", "--memory", "--dsn", "postgresql://x"], {"VESSEL_TOKEN": "t"}, ["exactly one"]),
+    (["serve", "--memory"], {}, ["no credentials", "VESSEL_TOKENS"]),
+    (["serve", "--memory"], {"VESSEL_TOKENS": "alice"}, ["principal:token"]),
+    (["serve", "--memory"], {"VESSEL_TOKEN": "t", "VESSEL_CRASH_AT": "claim.comitted"},
+     ["unknown fault point", "claim.committed"]),
+    (["serve", "--memory"], {"VESSEL_TOKEN": "t", "VESSEL_CRASH_AT": "claim.committed:0"},
+     ["1 or more"]),
+    (["serve", "--memory", "--insecure-local", "--host", "0.0.0.0"], {}, ["loopback"]),
+    (["serve", "--memory", "--migrate"], {"VESSEL_TOKEN": "t"}, ["--migrate needs --dsn"]),
+    (["serve", "--dsn", "postgresql://postgres@127.0.0.1:1/none"], {"VESSEL_TOKEN": "t"},
+     ["cannot connect", "127.0.0.1:1"]),
+    (["serve", "--dsn", "not a dsn"], {"VESSEL_TOKEN": "t"}, ["cannot connect"]),
+    (["migrate"], {}, ["--dsn"]),
+    (["migrate", "--dsn", "postgresql://postgres@127.0.0.1:1/none"], {}, ["cannot connect"]),
+    (["migrate", "--dsn", "not a dsn"], {}, ["cannot connect"]),
+])
+def test_user_mistakes_exit_2_with_one_line(
+    args: list[str], env: dict[str, str], words: list[str]
+) -> None:
+    assert_one_line_usage_error(invoke(args, **env), *words)
+
+
+def test_faults_lists_the_whole_catalogue() -> None:
+    result = invoke(["faults", "--json"])
+    assert result.exit_code == 0
+    rows = json.loads(result.output)
+    assert [r["name"] for r in rows] == sorted(CATALOGUE)
+    table = invoke(["faults"])
+    assert table.exit_code == 0 and all(name in table.output for name in CATALOGUE)
+
+
+def test_a_failed_startup_reaches_the_server_as_one_line() -> None:
+    sent: list[dict[str, object]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "lifespan.startup.failed",
+                    "message": "Traceback (most recent call last):\n  File x\n"
+                               "runtime.app.lifespan.StartupRefused: degraded: orphan\n"})
+
+    async def record(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "lifespan.startup"}
+
+    anyio.run(OneLineLifespanErrors(app), {"type": "lifespan"}, receive, record)
+    assert sent == [{"type": "lifespan.startup.failed",
+                     "message": "runtime.app.lifespan.StartupRefused: degraded: orphan"}]
+
+
+@pytest.mark.postgres
+def test_migrate_applies_then_reports_current_and_serve_refuses_an_old_schema(
+    pg_fresh_dsn: str,
+) -> None:
+    refused = invoke(["serve", "--dsn", pg_fresh_dsn], VESSEL_TOKEN="t")
+    assert_one_line_usage_error(refused, "vessel migrate")
+    first = invoke(["migrate", "--dsn", pg_fresh_dsn])
+    assert first.exit_code == 0, first.output
+    assert first.output.startswith("schema version 0 -> ") and "applied 0001" in first.output
+    again = invoke(["migrate", "--dsn", pg_fresh_dsn])
+    assert again.exit_code == 0 and "nothing applied" in again.output
