@@ -31,7 +31,7 @@ import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
 import typer
@@ -160,7 +160,7 @@ def serve(
     import uvicorn
 
     from runtime.app.factories import memory_lifespan, postgres_lifespan
-    from runtime.app.http import create_app
+    from runtime.app.http import begin_draining, create_app
 
     if memory == (dsn is not None):
         fail("give exactly one of --dsn DSN (PostgreSQL) or --memory")
@@ -197,7 +197,12 @@ def serve(
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    server = uvicorn.Server(config)
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            begin_draining(app)  # open event streams end instead of holding shutdown
+            await super().shutdown(sockets=sockets)
+
+    server = Server(config)
     server.run()
     if not server.started:
         fail("startup failed (see the log above)", EXIT_STARTUP)

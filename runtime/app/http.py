@@ -161,6 +161,16 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 class AppState:
     profile: str
     lifespan: Lifespan | None = None
+    draining: bool = False
+    """Set when the server begins shutting down: event streams end at once
+    instead of holding the server's graceful-shutdown window open."""
+
+
+def begin_draining(app: FastAPI) -> None:
+    """The server is shutting down: end open event streams (within TICK_S)."""
+    state = app.state.vessel
+    if isinstance(state, AppState):
+        state.draining = True
 
 
 # -- errors -------------------------------------------------------------------
@@ -495,8 +505,10 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
         if await ledger.get_run(run_id) is None:
             raise ApiError(404, "not_found", f"Run {run_id} not found", "run_id")
         subscription = open_events(bus, run_id, last_event_id or 0)
-        stream = RunEventStream(bus, ledger, run_id, subscription,
-                                serving=lambda: life.status.phase == "ready")
+        stream = RunEventStream(
+            bus, ledger, run_id, subscription,
+            serving=lambda: life.status.phase == "ready" and not state.draining,
+        )
         return EventStream(
             stream.frames(), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         )
@@ -576,4 +588,6 @@ def openapi_json(app: FastAPI) -> str:
     return json.dumps(app.openapi(), sort_keys=True, indent=2)
 
 
-__all__ = ["ApiError", "AppState", "LifespanFactory", "create_app", "openapi_json"]
+__all__ = [
+    "ApiError", "AppState", "LifespanFactory", "begin_draining", "create_app", "openapi_json",
+]

@@ -26,7 +26,7 @@ from runtime.adapters.memory import MemoryBroker, MemoryLedger
 from runtime.adapters.system import SystemClock
 from runtime.app.auth import CredentialsInvalid, tokens_from_env
 from runtime.app.factories import vessel_lifespan
-from runtime.app.http import create_app
+from runtime.app.http import begin_draining, create_app
 from runtime.app.profiles import Vessel, build_vessel, make_deps, memory_vessel
 from runtime.models import AgentJob, AgentJobStatus, ConsentStatus, RunStatus
 from runtime.seams import AgentJobReport
@@ -529,6 +529,26 @@ async def test_events_stream_live_from_park_to_done_and_resume_after_a_cursor(ap
     assert all(f["data"]["cursor"] == f["id"] and f["data"]["kind"] == f["event"]
                for f in everything)
     assert resumed == everything[2:]
+
+
+async def test_open_streams_end_when_the_server_begins_draining(api: Api) -> None:
+    run_id, _ = await api.parked_consent()
+    channel = api.vessel.worker.bus.get(UUID(run_id))
+    assert channel is not None
+    got: dict[str, httpx.Response] = {}
+
+    async def read() -> None:
+        got["r"] = await api.client.get(f"/runs/{run_id}/events", headers=ALICE)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            while channel.subscriber_count < 1:
+                await anyio.sleep(0.01)
+            begin_draining(api.app)
+    frames = sse_frames(got["r"].text)
+    assert frames and frames[-1]["event"] == "run.parked"
+    assert channel.subscriber_count == 0
 
 
 async def test_a_cursor_from_the_future_is_409_json_not_a_stream(api: Api) -> None:
