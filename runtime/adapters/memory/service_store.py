@@ -103,6 +103,8 @@ class MemoryServiceStore:
     async def open_attempts(
         self, after: tuple[datetime, UUID] | None, limit: int
     ) -> list[ServiceJobAttempt]:
+        if limit < 0:
+            raise ValueError("limit must not be negative")
         await enter()
         live = sorted(
             (a for a in self.attempt_table.values() if not a.state.terminal),
@@ -110,4 +112,4 @@ class MemoryServiceStore:
         )
         if after is not None:
             live = [a for a in live if (a.created_at, a.id) > after]
-        return live[: max(0, limit)]
+        return live[:limit]
