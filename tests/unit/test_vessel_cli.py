@@ -11,7 +11,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from runtime.app.cli import OneLineLifespanErrors, cli
+from runtime.app.cli import OneLineLifespanErrors, cli, main
 from runtime.faults import CATALOGUE
 
 CLEAN_ENV: dict[str, str | None] = {
@@ -54,6 +54,25 @@ def test_user_mistakes_exit_2_with_one_line(
     args: list[str], env: dict[str, str], words: list[str]
 ) -> None:
     assert_one_line_usage_error(invoke(args, **env), *words)
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["serve", "--bogus"], ["No such option: --bogus", "vessel serve --help"]),
+    (["serve", "--port", "abc"], ["--port", "integer"]),
+    (["serve", "--port", "70000"], ["--port"]),
+    (["nope"], ["No such command", "vessel --help"]),
+])
+def test_command_line_usage_mistakes_are_one_line_and_exit_2(
+    argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("vessel: ") and "Traceback" not in err
+    for word in words:
+        assert word in lines[0], lines[0]
 
 
 def test_faults_lists_the_whole_catalogue() -> None:
