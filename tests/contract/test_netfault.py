@@ -25,7 +25,9 @@ PostgreSQL tests skip without a server (fail under HARNESS_REQUIRE_PG=1).
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -590,11 +592,13 @@ async def run_through(
     during: Any = None,
     attempt_s: float = 15.0,
     settle_s: float = 12.0,
+    stagger_s: float = 0.0,
 ) -> None:
     """Boot 1 submits `work` (faults fire at the injector's moments), heals, proves health;
     boot 2 reconciles what boot 1 left; then the after-heal invariants must hold.
 
-    `during(rig, vessel)` (optional) runs alongside the clients in boot 1.
+    `during(rig, vessel)` (optional) runs alongside the clients in boot 1;
+    client i starts `i * stagger_s` seconds in.
     """
     with anyio.fail_after(SCENARIO_BOUND_S):
         async with proxied_vessel(rig.dsn, rig.injector, effects=rig.sink) as vessel:
@@ -603,8 +607,9 @@ async def run_through(
                 async with anyio.create_task_group() as tg:
                     if during is not None:
                         tg.start_soon(during, rig, vessel)
-                    for intent in work:
-                        tg.start_soon(_admit, vessel, intent, rig.clients, attempt_s)
+                    for i, intent in enumerate(work):
+                        tg.start_soon(_admit, vessel, intent, rig.clients, attempt_s,
+                                      i * stagger_s)
                 await anyio.to_thread.run_sync(rig.faults.heal)
                 # healthy again: a new Run completes in this same boot
                 probe = Intent(pattern="two_step", prompt="after", idempotency_key="health")
@@ -638,7 +643,10 @@ def assert_the_fault_bit(rig: Rig) -> None:
     assert rig.injector.errors or rig.clients.failures, "the fault fired but nothing failed"
 
 
-async def _admit(vessel: Any, intent: Intent, log: ClientLog, attempt_s: float) -> None:
+async def _admit(
+    vessel: Any, intent: Intent, log: ClientLog, attempt_s: float, delay_s: float = 0.0
+) -> None:
+    await anyio.sleep(delay_s)
     await admit(vessel.engine, intent, log, attempt_s=attempt_s)
 
 
@@ -724,4 +732,43 @@ async def test_engine_survives_latency_beyond_the_server_timeouts(
     rig = make_rig(nf, pg_fresh_dsn, options=VESSEL_SERVER_TIMEOUTS)
     rig.injector.at(moment, rig.fault("latency", hold_s=3.0, latency=1500))
     await run_through(rig, intents("latency"))
+    assert_the_fault_bit(rig)
+
+
+STORM = [
+    ("reset_peer", "downstream", {"timeout": 0}),
+    ("reset_peer", "upstream", {"timeout": 0}),
+    ("reset_peer", "downstream", {"timeout": 50}),
+    ("timeout", "downstream", {"timeout": 100}),
+    ("timeout", "upstream", {"timeout": 0}),
+    ("latency", "downstream", {"latency": 200, "jitter": 100}),
+    ("limit_data", "downstream", {"bytes": 500}),
+    ("bandwidth", "upstream", {"rate": 10}),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_engine_survives_a_storm_of_faults_under_load(rig: Rig, seed: int) -> None:
+    """Sixteen clients, one every 0.25 s, while brief faults of every kind come and go for
+    4 s: they land anywhere, including between a commit and its acknowledgement."""
+    rng = random.Random(seed)
+
+    async def storm(rig: Rig, vessel: Any) -> None:
+        end = time.monotonic() + 4.0
+        for n in itertools.count():
+            if time.monotonic() > end:
+                break
+            kind, stream, attributes = rng.choice(STORM)
+            fault = ToxicFault(rig.faults, rig.proxy, kind, hold_s=None, stream=stream,
+                               attributes=attributes, name=f"storm-{n}")
+            await anyio.to_thread.run_sync(fault.add)
+            await anyio.sleep(rng.uniform(0.05, 0.4))
+            await anyio.to_thread.run_sync(fault.heal)
+            await anyio.sleep(rng.uniform(0.0, 0.3))
+            rig.injector.fired.append(f"{kind}/{stream}")
+
+    work = intents(f"storm{seed}", 12) + intents(f"storm{seed}-echo", 4, pattern="echo")
+    await run_through(rig, work, during=storm, stagger_s=0.25)
     assert_the_fault_bit(rig)
