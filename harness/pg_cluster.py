@@ -6,7 +6,8 @@ database, and on exit stops the server and deletes the directory. The server
 binaries refuse to run as root, so under root every command runs as the
 `postgres` account through `runuser` and the directory is owned by it.
 Anything missing or failing raises `ClusterUnavailable` with the reason;
-nothing is left running.
+nothing is left running. `restartable_cluster()` yields the handle instead
+of the DSN, for tests that stop, crash or restart PostgreSQL itself.
 """
 
 from __future__ import annotations
@@ -123,6 +124,42 @@ class _Runner:
 @contextlib.contextmanager
 def ephemeral_cluster(start_timeout_s: int = 60) -> Iterator[str]:
     """Start a throwaway cluster; yield `postgresql://postgres@127.0.0.1:<port>/postgres`."""
+    with restartable_cluster(start_timeout_s) as cluster:
+        yield cluster.dsn
+
+
+@dataclass
+class EphemeralCluster:
+    """A running throwaway cluster that its owner may stop, start and restart."""
+
+    dsn: str
+    port: int
+    root: Path
+    data: Path
+    binaries: Binaries
+    run: _Runner
+
+    def stop(self, mode: str = "fast") -> None:
+        """`pg_ctl stop -m fast|immediate|smart`; immediate is a crash (WAL recovery next)."""
+        self.run(self.binaries.pg_ctl, "stop", "-D", self.data, "-m", mode, "-w", "-t", "30",
+                 timeout=40)
+
+    def start(self, timeout_s: int = 60) -> None:
+        """Start it again on the same port."""
+        self.run(
+            self.binaries.pg_ctl, "start", "-D", self.data, "-w", "-t", str(timeout_s),
+            "-l", self.root / "server.log", "-o", _options(self.port, self.root),
+            timeout=timeout_s + 10,
+        )  # fmt: skip
+
+    def restart(self, mode: str = "fast") -> None:
+        self.stop(mode)
+        self.start()
+
+
+@contextlib.contextmanager
+def restartable_cluster(start_timeout_s: int = 60) -> Iterator[EphemeralCluster]:
+    """Like `ephemeral_cluster`, but yield the handle (DSN, stop, start, restart)."""
     binaries = find_binaries()
     account = _service_user()
     root = Path(tempfile.mkdtemp(prefix="harness-pg-"))
@@ -137,21 +174,27 @@ def ephemeral_cluster(start_timeout_s: int = 60) -> Iterator[str]:
         )  # fmt: skip
         port = _start(run, binaries, root, data, start_timeout_s)
         try:
-            yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+            yield EphemeralCluster(
+                f"postgresql://postgres@127.0.0.1:{port}/postgres", port, root, data, binaries, run
+            )
         finally:
             _stop(run, binaries, data)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _options(port: int, root: Path) -> str:
+    return (
+        f"-F -p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={root} "
+        "-c max_connections=200"
+    )
+
+
 def _start(run: _Runner, binaries: Binaries, root: Path, data: Path, timeout_s: int) -> int:
     last: ClusterUnavailable | None = None
     for _ in range(START_ATTEMPTS):  # a free port can be taken before the server binds it
         port = free_port()
-        options = (
-            f"-F -p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={root} "
-            "-c max_connections=200"
-        )
+        options = _options(port, root)
         try:
             run(
                 binaries.pg_ctl, "start", "-D", data, "-w", "-t", str(timeout_s),
