@@ -63,6 +63,9 @@ from harness.netfault_vessel import (
     serving,
     wait_terminal,
 )
+from harness.pg import DSN_ENV, fresh_database
+from harness.pg_cluster import ClusterUnavailable, EphemeralCluster, restartable_cluster
+from harness.pg_fixtures import unavailable
 from harness.toxiproxy_server import BundledToxiproxy
 from runtime.adapters.memory import MemoryEffectSink
 from runtime.models import Intent, RunStatus
@@ -554,7 +557,7 @@ SCENARIO_BOUND_S = 60.0
 class Rig:
     """A Vessel whose ledger and queues reach a fresh database through one proxy."""
 
-    faults: NetFaults
+    faults: NetFaults | None
     proxy: Any
     dsn: str
     injector: Injector = field(default_factory=Injector)
@@ -564,6 +567,7 @@ class Rig:
 
     def fault(self, kind: str, *, hold_s: float | None = 1.0, stream: str = "downstream",
               **attributes: int) -> ToxicFault:
+        assert self.faults is not None
         return ToxicFault(self.faults, self.proxy, kind, hold_s=hold_s, stream=stream,
                           attributes=attributes)
 
@@ -610,7 +614,8 @@ async def run_through(
                     for i, intent in enumerate(work):
                         tg.start_soon(_admit, vessel, intent, rig.clients, attempt_s,
                                       i * stagger_s)
-                await anyio.to_thread.run_sync(rig.faults.heal)
+                if rig.faults is not None:
+                    await anyio.to_thread.run_sync(rig.faults.heal)
                 # healthy again: a new Run completes in this same boot
                 probe = Intent(pattern="two_step", prompt="after", idempotency_key="health")
                 fresh = await admit(vessel.engine, probe, rig.clients, attempt_s=attempt_s)
@@ -761,6 +766,7 @@ async def test_engine_survives_a_storm_of_faults_under_load(rig: Rig, seed: int)
             if time.monotonic() > end:
                 break
             kind, stream, attributes = rng.choice(STORM)
+            assert rig.faults is not None
             fault = ToxicFault(rig.faults, rig.proxy, kind, hold_s=None, stream=stream,
                                attributes=attributes, name=f"storm-{n}")
             await anyio.to_thread.run_sync(fault.add)
@@ -772,3 +778,47 @@ async def test_engine_survives_a_storm_of_faults_under_load(rig: Rig, seed: int)
     work = intents(f"storm{seed}", 12) + intents(f"storm{seed}-echo", 4, pattern="echo")
     await run_through(rig, work, during=storm, stagger_s=0.25)
     assert_the_fault_bit(rig)
+
+
+# -- 4. PostgreSQL itself restarts under load ---------------------------------------------
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[EphemeralCluster]:
+    """A cluster of this test's own (never the session's or the machine's server)."""
+    try:
+        with restartable_cluster() as cluster:
+            yield cluster
+    except ClusterUnavailable as exc:
+        reason = f"no ephemeral cluster to restart: {exc}"
+        if os.environ.get(DSN_ENV):
+            pytest.skip(f"{reason} (faults that restart PostgreSQL are skipped under {DSN_ENV})")
+        unavailable(reason)
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+async def test_engine_survives_postgresql_restarting_under_load(
+    own_cluster: EphemeralCluster, mode: str
+) -> None:
+    """`pg_ctl stop -m fast` (sessions terminated) or `-m immediate` (a crash, WAL recovery
+    at the next start), 1.5 s down, then started again, while Runs are admitted, claimed and
+    settled."""
+    restarted: list[float] = []
+
+    async def restart(rig: Rig, vessel: Any) -> None:
+        await anyio.sleep(1.0)
+        started = time.monotonic()
+        await anyio.to_thread.run_sync(lambda: own_cluster.stop(mode))
+        await anyio.sleep(1.5)  # down for a while: new connections are refused
+        await anyio.to_thread.run_sync(own_cluster.start)
+        restarted.append(time.monotonic() - started)
+        rig.notes.append(f"pg_ctl stop -m {mode}, start: down {restarted[-1]:.2f} s")
+
+    with fresh_database(own_cluster.dsn) as dsn:
+        rig = Rig(None, None, dsn)
+        work = intents(f"restart-{mode}", 12) + intents(f"restart-{mode}-echo", 4, "echo")
+        await run_through(rig, work, during=restart, stagger_s=0.2)
+    assert restarted, "PostgreSQL was never restarted"
+    assert rig.injector.errors or rig.clients.failures, "the restart went unnoticed"
