@@ -45,9 +45,9 @@ from runtime.jobs.model import (
     ContextTooLarge,
     InvalidOutput,
     ModelClient,
+    ModelError,
     ModelReply,
     ModelRequest,
-    RetryableModelError,
     read_bundle,
 )
 from runtime.jobs.models import (
@@ -164,7 +164,7 @@ class _Attempt:
             return await self._fail(
                 AttemptFailure(reason=f"{PAYLOAD_TOO_LARGE}: {exc}", usage=exc.usage)
             )
-        except RetryableModelError as exc:
+        except ModelError as exc:  # retryable, or an unclassified client report
             return await self._retry(AttemptFailure(reason=f"retryable: {exc}", usage=exc.usage))
         except Exception as exc:  # transport-level: the usage is unknown
             return await self._retry(AttemptFailure(reason=f"{type(exc).__name__}: {exc}"))
