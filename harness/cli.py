@@ -320,6 +320,49 @@ def gate(
 
 
 @app.command()
+def receipts(
+    window: Annotated[list[str] | None, typer.Option(help="a window (repeatable)")] = None,
+    all_windows: Annotated[bool, typer.Option("--all", help="every catalogued window")] = False,
+    out_dir: Annotated[Path, typer.Option("--out", help="where receipts go")] = Path("receipts"),
+    dsn: Annotated[str | None, typer.Option(help="a PostgreSQL server to create databases on")]
+    = None,
+) -> None:
+    """Prove crash windows with real two-boot PostgreSQL lifecycles."""
+    from harness.pg import PostgresUnavailable, provision
+    from harness.receipts.index import write_index
+    from harness.receipts.lifecycle import prove, selected
+
+    try:
+        chosen = selected(window or [], all_windows)
+    except KeyError as exc:
+        _die(str(exc.args[0]))
+    if dsn:
+        os.environ["HARNESS_PG_DSN"] = dsn
+    try:
+        with provision() as server:
+            table = Table(title=f"restart receipts ({server.source} PostgreSQL)")
+            for col in ("window", "verdict", "boot 1", "pids", "note"):
+                table.add_column(col)
+            failed = 0
+            for w in chosen:
+                receipt = prove(w, server.dsn, out_dir)
+                boots = receipt.get("boots", [])
+                failed += receipt["verdict"] == "failed"
+                table.add_row(w.point, receipt["verdict"],
+                              str(boots[0].get("exit_signal")) if boots else "",
+                              ", ".join(str(b.get("pid")) for b in boots),
+                              str(receipt.get("reason") or "; ".join(receipt.get("problems", [])))
+                              [:80])
+            out.print(table)
+    except PostgresUnavailable as exc:
+        _die(str(exc))
+    write_index(out_dir)
+    say(f"receipts: {out_dir}/index.md, index.html")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def faults() -> None:
     """The catalogue of named fault points and the windows they mark."""
     from runtime.faults import CATALOGUE

@@ -25,7 +25,7 @@ from runtime.errors import BrokerUnavailable, NotFound
 from runtime.events.bus import EventBus
 from runtime.events.errors import EventError
 from runtime.events.model import EventKind
-from runtime.events.repair import repair_terminal_evidence
+from runtime.events.repair import write_or_owe
 from runtime.keys import hop_key
 from runtime.models import AgentJobStatus, ConsentStatus, Run, RunStatus
 from runtime.seams import Deps, JobStatus
@@ -42,6 +42,8 @@ ACK_POLL_S = 0.5
 class Canceller:
     deps: Deps
     bus: EventBus | None = None
+    evidence_debt: dict[UUID, int] | None = None
+    """Where a terminal Step that could not be written is owed (the worker's debts)."""
     elections: KeyedLocks = field(default_factory=KeyedLocks)
 
     async def cancel(self, run_id: UUID) -> Run:
@@ -77,10 +79,7 @@ class Canceller:
 
     async def _evidence(self, run: Run) -> None:
         """After terminal truth: the terminal Step, then any live channel closes."""
-        try:
-            await repair_terminal_evidence(self.deps, run)
-        except Exception as exc:  # startup's evidence paging repairs it
-            log.warning("cancel of %s: terminal Step not written: %r", run.id, exc)
+        await write_or_owe(self.deps, run, self.evidence_debt)
         if self.bus is not None:
             channel = self.bus.get(run.id)
             if channel is not None and not channel.closed:

@@ -30,6 +30,7 @@ from runtime.errors import (
     RetentionFailed,
     SessionBusy,
 )
+from runtime.events.repair import write_or_owe
 from runtime.models import DeliveryState, Intent, ResumeMode, Run, RunDelivery, RunStatus
 from runtime.registry import QueueRouter, WorkflowRegistry, check_priority
 from runtime.retry import retrying
@@ -85,6 +86,8 @@ class RunEngine:
     registry: WorkflowRegistry
     router: QueueRouter = field(default_factory=QueueRouter)
     coordinator: AdmissionCoordinator = field(default_factory=AdmissionCoordinator)
+    evidence_debt: dict[UUID, int] = field(default_factory=dict)
+    """Terminal Steps this process owes (shared with the worker; repaired by the relay)."""
 
     async def submit(self, intent: Intent, retain: RetentionHook | None = None) -> Submission:
         """Admit `intent` once; a replay with the same key returns the same Run."""
@@ -184,9 +187,8 @@ class RunEngine:
             await retain(run)
         except BaseException as exc:
             # Also on caller cancellation: settle only this unpublished generation.
-            reason = f"retention failed: {exc!r}"
             with anyio.CancelScope(shield=True):
-                await self._ledger(lambda: ledger.fail_held(run.id, delivery.seq, reason, now()))
+                await self._fail_held(run, delivery.seq, f"retention failed: {exc!r}")
             if isinstance(exc, Exception):
                 raise RetentionFailed(f"Run {run.id}: retention hook failed: {exc}") from exc
             raise
@@ -211,15 +213,21 @@ class RunEngine:
 
     async def _resolve_release(self, run: Run, delivery: RunDelivery) -> RunDelivery:
         """A release error is resolved from durable delivery state."""
-        ledger, now = self.deps.ledger, self.deps.clock.now
+        ledger = self.deps.ledger
         with anyio.CancelScope(shield=True):
             current = await self._ledger(lambda: ledger.get_delivery(run.id, delivery.seq))
             if current is not None and current.state is not DeliveryState.HELD:
                 return current  # already advanced: the admission stands
-            await self._ledger(
-                lambda: ledger.fail_held(run.id, delivery.seq, "release failed", now())
-            )
+            await self._fail_held(run, delivery.seq, "release failed")
         raise RetentionFailed(f"Run {run.id}: held delivery {delivery.seq} could not be released")
+
+    async def _fail_held(self, run: Run, seq: int, reason: str) -> None:
+        """Settle only that exact held generation, then its terminal Step (best effort)."""
+        ledger, now = self.deps.ledger, self.deps.clock.now
+        await self._ledger(lambda: ledger.fail_held(run.id, seq, reason, now()))
+        failed = await self._ledger(lambda: ledger.get_run(run.id))
+        if failed is not None and failed.status.terminal:
+            await write_or_owe(self.deps, failed, self.evidence_debt)
 
     async def publish(self, delivery: RunDelivery) -> RunDelivery:
         """Publish one exact PENDING hop; a broker error leaves it for the relay."""

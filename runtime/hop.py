@@ -15,7 +15,7 @@ from runtime.seams import Deps
 
 
 class EventPublisher(Protocol):
-    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> None: ...
+    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> object: ...
 
 
 @dataclass(frozen=True)

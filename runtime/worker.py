@@ -79,6 +79,8 @@ class Worker:
     bus: EventBus = field(default_factory=EventBus)
     evidence_debt: dict[UUID, int] = field(default_factory=dict)
     """Runs whose terminal Steps did not all land in this process: repaired by the relay."""
+    in_flight: int = 0
+    """Hops past their claim and not yet finished with their evidence."""
 
     async def perform_run(self, run_id: UUID, seq: int) -> HopOutcome:
         await self.gate.wait_open()
@@ -90,9 +92,13 @@ class Worker:
         if not claim.claimed or claim.run is None:
             return HopOutcome.SKIPPED
         await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
-        async with HopEvents(self.deps, self.bus, claim.run, seq) as events:
-            await events.publish(EventKind.RUN_CLAIMED, {"seq": seq})
-            result = await self._hop(claim.run, claim.delivery, events)
+        self.in_flight += 1
+        try:
+            async with HopEvents(self.deps, self.bus, claim.run, seq) as events:
+                await events.publish(EventKind.RUN_CLAIMED, {"seq": seq})
+                result = await self._hop(claim.run, claim.delivery, events)
+        finally:
+            self.in_flight -= 1
         if events.debt:
             self.evidence_debt[run_id] = seq
         return result

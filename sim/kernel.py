@@ -81,9 +81,11 @@ def _deterministic_scheduler(seed: int) -> None:
 async def _quiescent(world: World, deadline: float) -> bool:
     while anyio.current_time() < deadline:
         await anyio.sleep(QUIESCENCE_POLL_S)
-        if world.live_boot is None:
+        boot = world.live_boot
+        if boot is None:
             continue
-        if all(r.status.terminal for r in world.ledger.run_table.values()):
+        settled = all(r.status.terminal for r in world.ledger.run_table.values())
+        if settled and boot.worker.in_flight == 0 and not boot.worker.evidence_debt:
             return True
     return False
 

@@ -74,7 +74,9 @@ class Lifespan:
     status: LifespanStatus = field(init=False)
 
     def __post_init__(self) -> None:
-        self.canceller = Canceller(self.vessel.deps, bus=self.vessel.worker.bus)
+        debt = self.vessel.worker.evidence_debt
+        self.vessel.engine.evidence_debt = debt
+        self.canceller = Canceller(self.vessel.deps, bus=self.vessel.worker.bus, evidence_debt=debt)
         self.status = LifespanStatus(boot_id=self.vessel.deps.boot_id)
 
     @asynccontextmanager
@@ -82,7 +84,7 @@ class Lifespan:
         deps = self.vessel.deps
         cutoff = deps.clock.now()
         self.status.phase = "reconciling"
-        report = await reconcile_runs(self.vessel.engine, cutoff)
+        report = await reconcile_runs(self.vessel.engine, cutoff, self.canceller)
         self.status.report = report
         self.status.degraded = report.degraded_reasons
         if report.degraded:

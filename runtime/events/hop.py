@@ -69,34 +69,40 @@ class HopEvents:
         """The authoritative record a resync snapshot shows."""
         self.run = run
 
-    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> None:
+    async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> bool:
         """Best effort and bounded: shielded so a cancellation arriving as a node
-        returns cannot lose the node's outcome, and never longer than PUBLISH_BOUND_S."""
+        returns cannot lose the node's outcome, and never longer than PUBLISH_BOUND_S.
+        True when the event was accepted."""
         if self.channel is None:
-            return
+            return False
         with anyio.move_on_after(PUBLISH_BOUND_S, shield=True) as scope:
             try:
                 await self.channel.publish(kind, data)
+                return True
             except EventError as exc:  # evidence is best effort; it never fails the hop
                 log.warning("event %s of Run %s not published: %s", kind, self.run.id, exc)
         if scope.cancelled_caught:
             log.warning("event %s of Run %s not published within %ss", kind, self.run.id,
                         PUBLISH_BOUND_S)
+        return False
 
     async def terminal(self, run: Run) -> None:
         """After terminal truth committed: terminal event, flush, close."""
         self.track(run)
-        await self.publish(TERMINAL_KINDS[run.status], {"error": run.error})
+        if not await self.publish(TERMINAL_KINDS[run.status], {"error": run.error}):
+            self.debt = True  # the terminal Step is owed: the relay repairs it
         await self._flush()
         await self.bus.close(run.id)
 
     async def parked(self, status: RunStatus) -> None:
         await self.publish(EventKind.RUN_PARKED, {"status": status.value})
-        await self._flush()
+        await self._flush(terminal=False)
 
-    async def _flush(self) -> None:
+    async def _flush(self, terminal: bool = True) -> None:
+        """Wait for the writer chain. Only a terminal hop's failure becomes a debt: the
+        terminal Step is the evidence that is repaired; lifecycle Steps are best effort."""
         try:
             await self.writer.barrier()
         except StepWriteFailed as exc:
-            self.debt = True
+            self.debt = self.debt or terminal
             log.warning("Steps of Run %s not all written: %s", self.run.id, exc)

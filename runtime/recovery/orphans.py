@@ -18,6 +18,7 @@ from contextlib import suppress
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
+from runtime.events.repair import write_or_owe
 from runtime.keys import hop_key
 from runtime.models import ConsentStatus, Run
 from runtime.seams import JobStatus
@@ -55,7 +56,10 @@ async def recover_orphan(engine: RunEngine, canceller: Canceller, run: Run) -> O
     if not await canceller.contain_children(run):
         return OrphanVerdict.UNCONTAINED
     failed = await deps.ledger.fail_orphan(run.id, run.seq, deps.boot_id, LOST, deps.clock.now())
-    return OrphanVerdict.FAILED_LOST if failed else OrphanVerdict.MOVED
+    if failed is None:
+        return OrphanVerdict.MOVED
+    await write_or_owe(deps, failed, canceller.evidence_debt)  # truth first, then its Step
+    return OrphanVerdict.FAILED_LOST
 
 
 async def _park_window(engine: RunEngine, run: Run) -> OrphanVerdict | None:

@@ -57,17 +57,24 @@ class ReconcileReport:
         return bool(self.degraded_reasons)
 
 
-async def reconcile_runs(engine: RunEngine, boot_cutoff: datetime) -> ReconcileReport:
+async def reconcile_runs(
+    engine: RunEngine, boot_cutoff: datetime, canceller: Canceller | None = None
+) -> ReconcileReport:
+    """`canceller` carries the process's event bus and evidence debts (lifespan's)."""
     deps = engine.deps
     await deps.faults.point(faults.RECONCILE_STARTED, boot=deps.boot_id)
     report = ReconcileReport()
-    canceller = Canceller(deps)
+    canceller = canceller or Canceller(deps)
     async for run in all_runs(deps.ledger, (RunStatus.CANCELLING,)):
         done = await canceller.cancel(run.id)
         report.cancelling.setdefault(done.status.value, []).append(run.id)
     async for run in all_runs(deps.ledger, sorted(TERMINAL_STATUSES)):
-        if await repair_terminal_evidence(deps, run):
-            report.repaired.append(run.id)
+        try:
+            if await repair_terminal_evidence(deps, run):
+                report.repaired.append(run.id)
+        except Exception:  # evidence is best effort: owe it to the relay, keep starting
+            if canceller.evidence_debt is not None:
+                canceller.evidence_debt[run.id] = run.seq
         await deps.ledger.delete_checkpoint(run.id)
     async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
         verdict = await recover_orphan(engine, canceller, run)

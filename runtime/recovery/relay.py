@@ -107,7 +107,9 @@ class Relays:
         for run_id in sorted(self.evidence_debt, key=str):
             try:
                 run = await deps.ledger.get_run(run_id)
-                if run is not None and run.status.terminal:
+                if run is None or run.seq != self.evidence_debt[run_id]:
+                    del self.evidence_debt[run_id]  # a later hop owns the Run's evidence now
+                elif run.status.terminal:
                     await repair_terminal_evidence(deps, run)
                     del self.evidence_debt[run_id]
             except Exception as exc:
