@@ -231,6 +231,7 @@ def _fresh_hash(seed: int, scenario: str, profile: str) -> str | None:
 def _receipts(policy: Policy, root: Path, result: GateResult) -> None:
     if not policy.require_receipts:
         return
+    _prove_receipts(policy, root, result)
     index = root / "index.json"
     if not index.exists():
         result.checks.append(Check("receipts", "receipts present", False,
@@ -238,7 +239,8 @@ def _receipts(policy: Policy, root: Path, result: GateResult) -> None:
         return
     doc = json.loads(index.read_text())
     entries = {e["window"]: e for e in doc.get("windows", [])}
-    for window in policy.windows or sorted(entries):
+    wanted = policy.windows or sorted(w for w, e in entries.items() if e["verdict"] != "missing")
+    for window in wanted:
         entry = entries.get(window)
         if entry is None:
             result.checks.append(Check("receipts", window, False, "missing"))
@@ -249,3 +251,26 @@ def _receipts(policy: Policy, root: Path, result: GateResult) -> None:
         if not same_code:
             detail = "receipt is for other code (digest mismatch): re-run harness receipts"
         result.checks.append(Check("receipts", window, proved and same_code, detail))
+
+
+def _prove_receipts(policy: Policy, root: Path, result: GateResult) -> None:
+    """Run the two-boot lifecycle for every required window on this code."""
+    from harness.pg import PostgresUnavailable, provision
+    from harness.receipts.index import write_index
+    from harness.receipts.lifecycle import prove, selected
+
+    windows = selected(policy.windows, everything=not policy.windows)
+    try:
+        with provision() as server:
+            for window in windows:
+                started = time.perf_counter()
+                receipt = prove(window, server.dsn, root)
+                result.checks.append(Check(
+                    "receipts-run", window.point, receipt["verdict"] != "failed",
+                    receipt.get("reason") or "; ".join(receipt.get("problems", [])) or "ran",
+                    time.perf_counter() - started,
+                ))
+    except PostgresUnavailable as exc:
+        result.checks.append(Check("receipts", "PostgreSQL for receipts", False, str(exc)))
+        return
+    write_index(root)
