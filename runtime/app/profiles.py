@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
-from runtime.adapters.saq import SaqBroker, SaqSettings
 from runtime.adapters.reference import ReferenceAgentRuntime, ReferenceOrchestrator
+from runtime.adapters.saq import SaqBroker, SaqSettings
 from runtime.adapters.system import SystemClock, SystemEntropy
 from runtime.engine import RunEngine
 from runtime.faults import NoFaults
