@@ -17,14 +17,8 @@ failed, never guessed forward):
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,101 +26,11 @@ import httpx
 import psycopg
 import pytest
 
+from harness.receipts.process import TOKEN, VesselProcess
+
 pytestmark = pytest.mark.restart
 
-TOKEN = "restart-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-READY_WITHIN_S = 60.0
-DEATH_WITHIN_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class VesselProcess:
-    """One `vessel serve` process on loopback, its output in files."""
-
-    dsn: str
-    workdir: Path
-    name: str
-    crash_at: str | None = None
-    migrate: bool = False
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log(self) -> Path:
-        return self.workdir / f"{self.name}.log"
-
-    def start(self) -> VesselProcess:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("VESSEL_CRASH_AT", "VESSEL_TOKENS", "VESSEL_TOKEN")}
-        env["VESSEL_TOKEN"] = TOKEN
-        if self.crash_at is not None:
-            env["VESSEL_CRASH_AT"] = self.crash_at
-        argv = [sys.executable, "-m", "runtime.app.cli", "serve", "--dsn", self.dsn,
-                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "info"]
-        if self.migrate:
-            argv.append("--migrate")
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def health(self, client: httpx.Client) -> dict[str, Any]:
-        """Wait until /health says ready; fail if the process exits first."""
-        assert self.proc is not None
-        deadline = time.monotonic() + READY_WITHIN_S
-        last = "no answer"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"{self.name} exited {self.proc.returncode} before ready:\n"
-                            f"{self.output()[-3000:]}")
-            try:
-                response = client.get(f"{self.url}/health", timeout=2)
-                body: dict[str, Any] = response.json()
-                if response.status_code == 200 and body.get("ready"):
-                    return body
-                last = response.text
-            except httpx.TransportError as exc:
-                last = repr(exc)
-            time.sleep(0.1)
-        pytest.fail(f"{self.name} not ready within {READY_WITHIN_S}s ({last}):\n"
-                    f"{self.output()[-3000:]}")
-
-    def wait_death(self, within: float = DEATH_WITHIN_S) -> int:
-        assert self.proc is not None
-        try:
-            return self.proc.wait(timeout=within)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{self.name} still alive after {within}s:\n{self.output()[-3000:]}")
-
-    def stop(self) -> int | None:
-        """SIGTERM and wait (the process shuts down gracefully); SIGKILL as a last resort."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=45)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail(f"{self.name} ignored SIGTERM:\n{self.output()[-3000:]}")
 
 
 @pytest.fixture
@@ -134,9 +38,7 @@ def processes() -> Iterator[list[VesselProcess]]:
     started: list[VesselProcess] = []
     yield started
     for process in started:  # never leave a server behind, whatever failed
-        if process.proc is not None and process.proc.poll() is None:
-            process.proc.kill()
-            process.proc.wait()
+        process.kill()
 
 
 def row(dsn: str, sql: str, *params: object) -> tuple[Any, ...] | None:
@@ -153,7 +55,7 @@ def test_sigkill_at_claim_committed_then_restart_fails_the_run_as_lost(
         boot1 = VesselProcess(pg_fresh_dsn, tmp_path, "boot1", crash_at="claim.committed",
                               migrate=True)
         processes.append(boot1.start())
-        first_health = boot1.health(client)
+        first_health = boot1.wait_ready(client)
         run_id: str | None = None
         try:
             admitted = client.post(f"{boot1.url}/runs", json=submission, headers=headers)
@@ -172,7 +74,7 @@ def test_sigkill_at_claim_committed_then_restart_fails_the_run_as_lost(
 
         boot2 = VesselProcess(pg_fresh_dsn, tmp_path, "boot2", port=boot1.port)
         processes.append(boot2.start())
-        second_health = boot2.health(client)
+        second_health = boot2.wait_ready(client)
         assert second_health["phase"] == "ready" and second_health["profile"] == "postgres"
         assert second_health["strict"] is True and second_health["degraded"] == []
         assert second_health["boot_id"] != first_health["boot_id"]
