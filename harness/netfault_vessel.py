@@ -81,6 +81,7 @@ class Injector:
         self.fired: list[str] = []
         self.errors: list[str] = []
         """`ledger.<method>: <error>` for every failed ledger or broker call (each attempt)."""
+        self.action_errors: list[str] = []
         self._plans: dict[str, list[_Plan]] = {}
 
     def at(self, moment: str, action: Action, *, nth: int = 1) -> None:
@@ -88,12 +89,19 @@ class Injector:
         self._plans.setdefault(moment, []).append(_Plan(nth, action))
 
     async def reach(self, moment: str) -> None:
+        """Run the actions due at this hit. An action that fails is recorded in
+        `action_errors`, never raised into the Vessel: a broken injection is the
+        test's problem, not a fault of the system under test."""
         self.hits[moment] += 1
         count = self.hits[moment]
         for plan in self._plans.get(moment, []):
             if plan.nth == count:
                 self.fired.append(moment)
-                await plan.action()
+                try:
+                    await plan.action()
+                except Exception as exc:
+                    log.error("fault action at %s failed: %r", moment, exc)
+                    self.action_errors.append(f"{moment}: {exc!r}")
 
     async def point(self, name: str, **context: Any) -> None:
         await self.reach(name)
@@ -229,16 +237,24 @@ async def serving(vessel: Vessel, relay_every_s: float = 0.5) -> AsyncIterator[L
 # -- the client ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Attempt:
+    key: str
+    outcome: str
+    """`admitted`, or the error's type and message."""
+    elapsed_s: float
+
+
 @dataclass
 class ClientLog:
     """What the client saw: one entry per attempt, and the Runs it was finally given."""
 
-    attempts: list[tuple[str, str]] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     admitted: dict[str, Submission] = field(default_factory=dict)
 
     @property
-    def failures(self) -> list[tuple[str, str]]:
-        return [(key, what) for key, what in self.attempts if what != "admitted"]
+    def failures(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.outcome != "admitted"]
 
 
 async def admit(
@@ -261,16 +277,18 @@ async def admit(
         raise ValueError("admit() replays by idempotency key; the Intent needs one")
     deadline = time.monotonic() + within_s
     while True:
+        started = time.monotonic()
         try:
             with anyio.fail_after(attempt_s):
                 submission = await engine.submit(intent)
         except TRANSIENT as exc:
-            log_to.attempts.append((key, f"{type(exc).__name__}: {exc}"[:200]))
+            outcome = f"{type(exc).__name__}: {exc}"[:200]
+            log_to.attempts.append(Attempt(key, outcome, time.monotonic() - started))
             if time.monotonic() > deadline:
                 raise
             await anyio.sleep(pause_s)
             continue
-        log_to.attempts.append((key, "admitted"))
+        log_to.attempts.append(Attempt(key, "admitted", time.monotonic() - started))
         log_to.admitted[key] = submission
         return submission
 
