@@ -434,3 +434,48 @@ def decide_reprocess(job: LeasedJob, now: datetime) -> Decision:
         **_no_lease(),
     )
     return Decision(job=new, changed=True)
+
+
+# -- withdrawal (containment of a job its owner cancelled) --------------------------
+
+
+def contained(job: LeasedJob, now: datetime) -> bool:
+    """No worker can claim the job or commit for it any more: it has ended
+    (published, failed or exhausted) and no lease on it is live (seed 000,
+    "Delegated AgentJob labor": containment is acknowledged only when this
+    holds; a waiting job still awaits its dependency, so it is not)."""
+    return job.state.terminal and not job.leased_at(now)
+
+
+def decide_withdraw(job: LeasedJob, reason: str, now: datetime, next_event: int) -> Decision:
+    """Contain a job whose owner cancelled it, when that can be done honestly.
+
+    A live lease is never overridden: its worker may still stage, so the job
+    is returned unchanged (not contained; ask again once the attempt ended or
+    the lease lapsed). A terminal job is returned unchanged. A pending or
+    waiting job without a live lease becomes `failed` with `reason`: it is no
+    longer claimable, a lapsed lease is recorded as `expired_lease` and its
+    attempt closed (a late result from that fence is refused), and the
+    evidence, the staged interpretations and the spent budgets are kept.
+    """
+    if job.state.terminal or job.leased_at(now):
+        return unchanged(job)
+    events: list[AttemptEvent] = []
+    closes: dict[str, Any] = {}
+    if job.lease_owner is not None:  # a lapsed lease: its attempt ends here
+        events.append(_event(job, next_event, EventKind.EXPIRED_LEASE, now, worker=job.lease_owner))
+        closes["settled_fence"] = job.fence
+    new = _put(
+        job,
+        now,
+        state=JobState.FAILED,
+        retry_at=None,
+        error=reason,
+        diagnostic={"withdrawn_from": job.state.value},
+        **closes,
+        **_no_lease(),
+    )
+    events.append(
+        _event(job, next_event + len(events), EventKind.FAILED, now, detail=f"failed: {reason}")
+    )
+    return Decision(job=new, changed=True, events=tuple(events))

@@ -129,6 +129,14 @@ class JobStore(Protocol):
         """
         ...
 
+    async def withdraw(self, job_id: UUID, reason: str, now: datetime) -> LeasedJob:
+        """Contain a job its owner cancelled (`rules.decide_withdraw`): a
+        pending or waiting job without a live lease becomes `failed` with
+        `reason`; a live lease or an ended job is returned unchanged. The
+        caller reads `rules.contained(job, now)` from the returned job.
+        """
+        ...
+
     async def interpretations(self, job_id: UUID) -> list[Interpretation]:
         """Every staged interpretation, oldest first."""
         ...

@@ -165,6 +165,12 @@ class MemoryJobStore:
         await enter()
         return self._apply(rules.decide_reprocess(self._job(job_id), now))
 
+    async def withdraw(self, job_id: UUID, reason: str, now: datetime) -> LeasedJob:
+        await enter()
+        return self._apply(
+            rules.decide_withdraw(self._job(job_id), reason, now, self._next_event(job_id))
+        )
+
     async def interpretations(self, job_id: UUID) -> list[Interpretation]:
         await enter()
         return list(self.interpretation_table.get(job_id, ()))

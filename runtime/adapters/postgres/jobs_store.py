@@ -329,6 +329,13 @@ class PostgresJobStore(Transactional):
             await self._write(cur, decision)
         return decision.outcome()
 
+    async def withdraw(self, job_id: UUID, reason: str, now: datetime) -> LeasedJob:
+        async with self._transaction() as cur:
+            job = await self._lock(cur, job_id)
+            decision = rules.decide_withdraw(job, reason, now, await self._next_event(cur, job_id))
+            await self._write(cur, decision)
+        return decision.outcome()
+
     async def interpretations(self, job_id: UUID) -> list[Interpretation]:
         async with self._transaction() as cur:
             await cur.execute(INTERPRETATIONS_OF, {"id": job_id})
