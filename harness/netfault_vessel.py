@@ -103,6 +103,15 @@ class Injector:
                     log.error("fault action at %s failed: %r", moment, exc)
                     self.action_errors.append(f"{moment}: {exc!r}")
 
+    def unfired(self) -> list[str]:
+        """Moments with an action whose hit has not come yet."""
+        return sorted(
+            moment
+            for moment, plans in self._plans.items()
+            for plan in plans
+            if self.hits[moment] < plan.nth
+        )
+
     async def point(self, name: str, **context: Any) -> None:
         await self.reach(name)
         await self.inner.point(name, **context)
@@ -152,6 +161,7 @@ class ToxicFault:
     name: str = "injected"
     log: list[tuple[float, str]] = field(default_factory=list)
     _timer: threading.Timer | None = field(default=None, init=False, repr=False)
+    _healed: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     async def __call__(self) -> None:
         await anyio.to_thread.run_sync(self.add)
@@ -173,6 +183,11 @@ class ToxicFault:
             timer.cancel()
         self.faults.remove(self.proxy, self.name)
         self.log.append((time.monotonic(), f"removed {self.kind}"))
+        self._healed.set()
+
+    def wait_healed(self, timeout_s: float) -> bool:
+        """Block until the toxic was removed (by its timer or `heal`); False on timeout."""
+        return self._healed.wait(timeout_s)
 
 
 # -- the Vessel through the proxy ---------------------------------------------------------

@@ -564,12 +564,32 @@ class Rig:
     sink: MemoryEffectSink = field(default_factory=MemoryEffectSink)
     clients: ClientLog = field(default_factory=ClientLog)
     notes: list[str] = field(default_factory=list)
+    planted: list[ToxicFault] = field(default_factory=list)
 
     def fault(self, kind: str, *, hold_s: float | None = 1.0, stream: str = "downstream",
               **attributes: int) -> ToxicFault:
         assert self.faults is not None
-        return ToxicFault(self.faults, self.proxy, kind, hold_s=hold_s, stream=stream,
-                          attributes=attributes)
+        fault = ToxicFault(self.faults, self.proxy, kind, hold_s=hold_s, stream=stream,
+                           attributes=attributes)
+        self.planted.append(fault)
+        return fault
+
+    async def let_faults_run_their_course(self, within_s: float = 15.0) -> None:
+        """Wait until every planned fault fired and its hold ended, then heal everything.
+
+        Healing as soon as the clients are admitted would race a fault planned
+        for a later moment (a claim, a settlement) and could lift it before it bit.
+        """
+        with anyio.move_on_after(within_s):
+            while self.injector.unfired():
+                await anyio.sleep(0.05)
+        for fault in self.planted:
+            if fault.hold_s is not None:
+                await anyio.to_thread.run_sync(fault.wait_healed, within_s)
+        if self.faults is not None:
+            await anyio.to_thread.run_sync(self.faults.heal)
+        for fault in self.planted:  # cancels timers: nothing may outlive the test
+            await anyio.to_thread.run_sync(fault.heal)
 
 
 def make_rig(nf: NetFaults, fresh_dsn: str, options: str | None = None) -> Rig:
@@ -614,8 +634,8 @@ async def run_through(
                     for i, intent in enumerate(work):
                         tg.start_soon(_admit, vessel, intent, rig.clients, attempt_s,
                                       i * stagger_s)
-                if rig.faults is not None:
-                    await anyio.to_thread.run_sync(rig.faults.heal)
+                await rig.let_faults_run_their_course()
+                assert not rig.injector.unfired(), f"never reached: {rig.injector.unfired()}"
                 # healthy again: a new Run completes in this same boot
                 probe = Intent(pattern="two_step", prompt="after", idempotency_key="health")
                 fresh = await admit(vessel.engine, probe, rig.clients, attempt_s=attempt_s)
