@@ -2,9 +2,12 @@
 
 Commands:
 - `vessel serve [--memory | --dsn DSN] [--host 127.0.0.1] [--port 8000]
-  [--migrate] [--insecure-local]`: the HTTP surface (`runtime.app.http`)
+  [--migrate] [--insecure-local] [--agents reference | --agents leased
+  --workspace W [--agent-model V]]`: the HTTP surface (`runtime.app.http`)
   under uvicorn, with the PostgreSQL + SAQ profile (strict startup) or the
   memory profile (best effort, nothing durable). Binds loopback by default.
+  With `--agents leased` (PostgreSQL only) delegated jobs become leased jobs
+  of workspace W, executed by a separate `vessel jobs work --workspace W`.
 - `vessel migrate --dsn DSN`: applies the shipped migrations, prints the
   versions, exits 0.
 - `vessel faults`: the catalogue of named fault points (DESIGN section 5).
@@ -37,6 +40,7 @@ import anyio
 import typer
 
 from runtime.adapters.crashplan import CrashPlan, CrashPlanInvalid
+from runtime.adapters.leased_agents import DEFAULT_MODEL_VERSION
 from runtime.app.auth import Credentials, CredentialsInvalid, tokens_from_env
 from runtime.app.jobs_cli import jobs as jobs_commands
 from runtime.faults import CATALOGUE
@@ -155,12 +159,28 @@ def serve(
         typer.Option("--insecure-local", help="Serve without credentials (loopback only)."),
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    agents: Annotated[
+        str,
+        typer.Option(
+            "--agents",
+            help="Delegated jobs: reference (in process) or leased (vessel jobs work).",
+        ),
+    ] = "reference",
+    workspace: Annotated[
+        str | None,
+        typer.Option("--workspace", help="With --agents leased: the workers' workspace."),
+    ] = None,
+    agent_model: Annotated[
+        str,
+        typer.Option("--agent-model", help="With --agents leased: the model version required."),
+    ] = DEFAULT_MODEL_VERSION,
 ) -> None:
     """Serve the Vessel's HTTP surface with its workers and relays."""
     import uvicorn
 
     from runtime.app.factories import memory_lifespan, postgres_lifespan
     from runtime.app.http import begin_draining, create_app
+    from runtime.app.profiles import LeasedAgents
 
     if memory == (dsn is not None):
         fail("give exactly one of --dsn DSN (PostgreSQL) or --memory")
@@ -169,6 +189,20 @@ def serve(
     if insecure_local and not _loopback(host):
         fail(f"--insecure-local serves without credentials and may only bind loopback, "
              f"not {host}")
+    leased: LeasedAgents | None = None
+    if agents == "leased":
+        if dsn is None:
+            fail("--agents leased needs --dsn: the leased job store is PostgreSQL")
+        if workspace is None or not workspace.strip() or workspace != workspace.strip():
+            fail(f"--agents leased needs --workspace, a non-empty name without surrounding "
+                 f"spaces (got {workspace!r})")
+        if not agent_model.strip():
+            fail("--agent-model must not be empty")
+        leased = LeasedAgents(workspace=workspace, model_version=agent_model)
+    elif agents != "reference":
+        fail(f"--agents must be reference or leased, not {agents!r}")
+    elif workspace is not None:
+        fail("--workspace applies only to --agents leased")
     try:
         creds = Credentials(tokens_from_env(), insecure_local=insecure_local)
         plan = CrashPlan.from_env()
@@ -183,7 +217,10 @@ def serve(
             _run(lambda: _preflight(dsn, migrate))
         except UserMistake as exc:
             fail(str(exc))
-        factory = postgres_lifespan(dsn, faults=plan)
+        factory = postgres_lifespan(dsn, faults=plan, agents=leased)
+        if leased is not None:
+            log.info("delegated jobs: leased jobs of workspace %s (model %s)",
+                     leased.workspace, leased.model_version)
         profile = "postgres"
     else:
         factory = memory_lifespan(faults=plan)

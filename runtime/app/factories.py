@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from runtime.app.http import LifespanFactory
 from runtime.app.lifespan import Lifespan
-from runtime.app.profiles import Vessel, memory_vessel, postgres_vessel
+from runtime.app.profiles import LeasedAgents, Vessel, memory_vessel, postgres_vessel
 from runtime.seams import FaultPoints
 
 
@@ -51,13 +51,15 @@ def postgres_lifespan(
     migrate: bool = False,
     concurrency: dict[str, int] | None = None,
     relay_every_s: float = 5.0,
+    agents: LeasedAgents | None = None,
 ) -> LifespanFactory:
-    """The PostgreSQL + SAQ profile; strict startup."""
+    """The PostgreSQL + SAQ profile; strict startup. `agents`: delegated jobs
+    as leased jobs for `vessel jobs work` (default: the reference runtime)."""
 
     @asynccontextmanager
     async def factory() -> AsyncIterator[Lifespan]:
         async with postgres_vessel(
-            dsn, migrate=migrate, faults=faults, concurrency=concurrency
+            dsn, migrate=migrate, faults=faults, concurrency=concurrency, agents=agents
         ) as vessel:
             yield Lifespan(vessel, strict=True, relay_every_s=relay_every_s)
 

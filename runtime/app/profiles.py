@@ -27,20 +27,46 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import cast
 
+from runtime.adapters.leased_agents import DEFAULT_MODEL_VERSION, LeasedAgentRuntime
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.reference import ReferenceAgentRuntime, ReferenceOrchestrator
 from runtime.adapters.saq import SaqBroker, SaqSettings
 from runtime.adapters.system import SystemClock, SystemEntropy
 from runtime.engine import RunEngine
 from runtime.faults import NoFaults
+from runtime.jobs.store import JobStore
 from runtime.patterns import default_registry
 from runtime.registry import QueueRouter, WorkflowRegistry
-from runtime.seams import Broker, Clock, Deps, EffectSink, Entropy, FaultPoints, Ledger
+from runtime.seams import (
+    AgentRuntime,
+    Broker,
+    Clock,
+    Deps,
+    EffectSink,
+    Entropy,
+    FaultPoints,
+    Ledger,
+)
 from runtime.worker import Lanes, Worker
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = {"runs": 4, "rites": 2}
+
+
+@dataclass(frozen=True)
+class LeasedAgents:
+    """Delegated AgentJobs as leased jobs of `workspace` (issue 8 item 3).
+
+    `postgres_vessel` then submits each delegated job to the PostgreSQL job
+    store, where a separate `vessel jobs work --workspace W` process claims
+    and executes it; the delegate relay re-admits the parked Run once the
+    job has ended. `model_version` is the model a staged result must come
+    from (the worker's `--model`).
+    """
+
+    workspace: str
+    model_version: str = DEFAULT_MODEL_VERSION
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,7 @@ def make_deps(
     effects: EffectSink | None = None,
     faults: FaultPoints | None = None,
     boot_id: str | None = None,
+    agents: AgentRuntime | None = None,
 ) -> Deps:
     """Deps with production defaults for every seam not given."""
     entropy = entropy or SystemEntropy()
@@ -91,7 +118,7 @@ def make_deps(
         boot_id=boot_id or f"boot-{entropy.new_id()}",
         # The deterministic, effect-free reference adapters (seed 000, "Delegated
         # AgentJob labor"): no real provider or orchestrator is admitted yet.
-        agents=ReferenceAgentRuntime(),
+        agents=agents or ReferenceAgentRuntime(),
         orchestrator=ReferenceOrchestrator(),
     )
 
@@ -129,6 +156,7 @@ async def postgres_vessel(
     saq_settings: SaqSettings | None = None,
     boot_id: str | None = None,
     faults: FaultPoints | None = None,
+    agents: LeasedAgents | None = None,
 ) -> AsyncIterator[Vessel]:
     """The PostgreSQL profile for the duration of the block.
 
@@ -137,14 +165,20 @@ async def postgres_vessel(
     ledger's) names the database of SAQ's tables. The effect sink defaults
     to the in-memory reference sink: no durable external system exists yet.
     `faults` defaults to the no-op; `vessel serve` passes a crash plan here.
+    With `agents`, delegated jobs go to the leased job store on the ledger's
+    database (`leased_agents`); otherwise the reference agent runtime answers.
     """
     from runtime.adapters.postgres import PostgresLedger
     from runtime.adapters.postgres import migrate as migrate_ledger
+    from runtime.adapters.postgres.jobs_store import PostgresJobStore
 
     if migrate:
         await migrate_ledger(dsn)
     ledger = await PostgresLedger.connect(dsn)
+    job_store: PostgresJobStore | None = None
     try:
+        if agents is not None:
+            job_store = await PostgresJobStore.connect(dsn)
         missing = missing_ledger_methods(ledger)
         if missing:
             log.warning("PostgresLedger lacks Ledger methods %s: Runs that need them fail",
@@ -155,13 +189,28 @@ async def postgres_vessel(
             # The cast stands for the check above: the ledger may still lack some
             # of the seam's methods while its adapter catches up with the core.
             deps = make_deps(
-                cast(Ledger, ledger), broker, effects=effects, boot_id=boot_id, faults=faults
+                cast(Ledger, ledger), broker, effects=effects, boot_id=boot_id, faults=faults,
+                agents=None if job_store is None or agents is None
+                else leased_runtime(job_store, agents),
             )
             yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
         finally:
             await broker.disconnect()
     finally:
+        if job_store is not None:
+            await job_store.close()
         await ledger.close()
+
+
+def leased_runtime(store: JobStore, agents: LeasedAgents) -> LeasedAgentRuntime:
+    """The leased agent runtime over `store` (production clock and retry jitter)."""
+    return LeasedAgentRuntime(
+        store=store,
+        clock=SystemClock(),
+        workspace=agents.workspace,
+        model_version=agents.model_version,
+        entropy=SystemEntropy(),
+    )
 
 
 def missing_ledger_methods(ledger: object) -> list[str]:
