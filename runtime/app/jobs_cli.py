@@ -3,6 +3,13 @@
 
     vessel jobs work --workspace W (--dsn DSN | --memory) [--worker-id ID]
                      [--model reference] [--idle SECONDS]
+                     [--lease-s 90] [--renew-every-s 20] [--model-deadline-s 45]
+                     [--retry-base-s 5] [--model-script STEPS]
+
+The lease and deadline options default to seed 004's values; shorter ones
+let real-process tests see leases expire without waiting 90 s. The model
+script and `VESSEL_JOBS_CRASH_AT` are test-only faults
+(`runtime.adapters.worker_faults`).
 
 The loop calls `run_once` for the one authorised workspace until SIGINT or
 SIGTERM. On the first signal it stops claiming and lets the attempt in
@@ -38,11 +45,19 @@ import anyio
 import psycopg
 import typer
 from anyio.abc import TaskStatus
+from pydantic import ValidationError
 
 from runtime.adapters.system import SystemClock, SystemEntropy
+from runtime.adapters.worker_faults import (
+    ScriptInvalid,
+    StoreCrashPlan,
+    crashing,
+    parse_model_script,
+)
 from runtime.errors import RuntimeEngineError
-from runtime.jobs import JobStore, WorkerContext, run_once
+from runtime.jobs import DEFAULT_POLICY, JobPolicy, JobStore, WorkerContext, run_once
 from runtime.jobs.model import ModelClient
+from runtime.jobs.models import RENEW_EVERY_S
 
 log = logging.getLogger("vessel.jobs")
 
@@ -218,12 +233,22 @@ def default_worker_id() -> str:
 
 
 async def run_worker(
-    workspace: str, dsn: str | None, worker_id: str, model: ModelClient, idle_s: float
+    workspace: str,
+    dsn: str | None,
+    worker_id: str,
+    model: ModelClient,
+    idle_s: float,
+    policy: JobPolicy = DEFAULT_POLICY,
+    crash: StoreCrashPlan | None = None,
 ) -> LoopReport:
-    async with open_store(dsn) as store:
+    async with open_store(dsn) as opened:
+        if hasattr(opened, "renew_every_s"):  # renewals the store accepts: the worker's period
+            opened.renew_every_s = min(policy.renew_every_s, RENEW_EVERY_S)
+        store = crashing(opened, crash)
         ctx = WorkerContext(
             store=store,
             model=model,
+            policy=policy,
             clock=SystemClock(),
             workspace=workspace,
             worker_id=worker_id,
@@ -252,6 +277,22 @@ def work(
     idle: Annotated[
         float, typer.Option("--idle", help="Seconds between polls when nothing is eligible.")
     ] = IDLE_S,
+    lease_s: Annotated[
+        float, typer.Option("--lease-s", help="Lease length of each claim.")
+    ] = DEFAULT_POLICY.lease_s,
+    renew_every_s: Annotated[
+        float, typer.Option("--renew-every-s", help="Lease renewal period during a model call.")
+    ] = DEFAULT_POLICY.renew_every_s,
+    model_deadline_s: Annotated[
+        float, typer.Option("--model-deadline-s", help="Deadline of one model call.")
+    ] = DEFAULT_POLICY.model_deadline_s,
+    retry_base_s: Annotated[
+        float, typer.Option("--retry-base-s", help="First retry delay (doubles per attempt).")
+    ] = DEFAULT_POLICY.retry_base_s,
+    model_script: Annotated[
+        str | None,
+        typer.Option("--model-script", hidden=True, help="Test faults: hang,lost,ok,slow:S."),
+    ] = None,
 ) -> None:
     """Claim and process leased jobs of one workspace until SIGINT/SIGTERM."""
     if memory == (dsn is not None):
@@ -265,11 +306,21 @@ def work(
         _fail("--worker-id must not be empty", EXIT_USAGE)
     if not idle > 0:
         _fail(f"--idle must be positive, got {idle:g}", EXIT_USAGE)
+    policy = _policy(lease_s, renew_every_s, model_deadline_s, retry_base_s)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         client = make_model(model)
+        if model_script:
+            client = _scripted(client, model_script)
+        crash = StoreCrashPlan.from_env()
+    except (ConfigurationError, ScriptInvalid) as exc:
+        _fail(str(exc), EXIT_USAGE)
+    if crash is not None:
+        log.warning("crash plan armed: SIGKILL after JobStore.%s", crash.describe())
+    try:
         report = anyio.run(
-            run_worker, workspace, dsn, worker_id or default_worker_id(), client, idle
+            run_worker, workspace, dsn, worker_id or default_worker_id(), client, idle, policy,
+            crash,
         )
     except ConfigurationError as exc:
         _fail(str(exc), EXIT_USAGE)
@@ -280,6 +331,29 @@ def work(
         report.attempts,
         "; one attempt left to its lease" if report.abandoned else "",
     )
+
+
+def _policy(lease_s: float, renew_s: float, deadline_s: float, retry_s: float) -> JobPolicy:
+    """Seed 004's policy with the given lease and deadline; exit 2 when they cannot work."""
+    if not renew_s < lease_s:
+        _fail(f"--renew-every-s ({renew_s:g}) must be shorter than --lease-s ({lease_s:g})",
+              EXIT_USAGE)
+    try:
+        return JobPolicy(lease_s=lease_s, renew_every_s=renew_s, model_deadline_s=deadline_s,
+                         retry_base_s=retry_s)
+    except ValidationError as exc:
+        problems = "; ".join(f"{e['loc'][0]} {e['msg']}" for e in exc.errors())
+        _fail(f"invalid lease or deadline: {problems}", EXIT_USAGE)
+
+
+def _scripted(client: ModelClient, script: str) -> ModelClient:
+    """Only the reference model takes a test script."""
+    from runtime.adapters.reference_model import ReferenceModelClient
+
+    if not isinstance(client, ReferenceModelClient):
+        raise ConfigurationError("--model-script needs --model reference")
+    client.script.extend(parse_model_script(script))
+    return client
 
 
 def _one_line(exc: BaseException) -> str:
