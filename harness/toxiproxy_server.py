@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import json
 import logging
 import random
@@ -48,10 +49,11 @@ import struct
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any
+from urllib.parse import unquote
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +116,12 @@ def is_loopback(host: str) -> bool:
 # -- toxics -----------------------------------------------------------------------------
 
 
+_TOXIC_UIDS = itertools.count(1)
+
+
 @dataclass(eq=False)
 class Toxic:
-    """One configured toxic. Identity (not the name) keys per-connection state."""
+    """One configured toxic."""
 
     name: str
     type: str
@@ -125,6 +130,8 @@ class Toxic:
     attributes: dict[str, int]
     generation: int = 0
     """Bumped on every update, so each connection rolls its toxicity again."""
+    uid: int = field(default_factory=lambda: next(_TOXIC_UIDS))
+    """Keys per-connection state; unlike id(), never reused by a later toxic."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -215,9 +222,9 @@ class _Pipe:
         self.sink = sink
         self.queue: asyncio.Queue[_Chunk | object] = asyncio.Queue(QUEUE_CHUNKS)
         self.limited: dict[int, int] = {}
-        """Bytes passed per limit_data toxic (keyed by its id)."""
+        """Bytes passed per limit_data toxic (keyed by its uid)."""
         self.resetting: int | None = None
-        """The id of the reset_peer toxic whose reset is pending: everything is dropped."""
+        """The uid of the reset_peer toxic whose reset is pending: everything is dropped."""
 
     async def pump(self) -> None:
         try:
@@ -229,6 +236,8 @@ class _Pipe:
                     return
         except (ConnectionError, OSError):
             pass
+        if self.resetting is not None:
+            return  # the pending reset ends the connection, with an RST, not a FIN
         await self.queue.put(_CLOSE)
 
     async def _process(self, data: bytes) -> bool:
@@ -244,7 +253,7 @@ class _Pipe:
                 return True  # dropped; the link's timer (if any) closes it
             if toxic.type == "reset_peer":
                 if self.resetting is None:
-                    self.resetting = id(toxic)
+                    self.resetting = toxic.uid
                     self.link.schedule_close(toxic, toxic.attr("timeout") / 1000, reset=True)
                 return True  # dropped, like everything after it
             if toxic.type == "latency":
@@ -256,9 +265,9 @@ class _Pipe:
                 if limit > 0:
                     rate = limit if rate is None else min(rate, limit)
             elif toxic.type == "limit_data":
-                passed = self.limited.get(id(toxic), 0)
+                passed = self.limited.get(toxic.uid, 0)
                 data = data[: max(0, toxic.attr("bytes") - passed)]
-                self.limited[id(toxic)] = passed + len(data)
+                self.limited[toxic.uid] = passed + len(data)
                 if passed + len(data) >= toxic.attr("bytes"):
                     close_after = True
         if self.resetting is not None:
@@ -332,7 +341,7 @@ class _Link:
 
     def applies(self, toxic: Toxic) -> bool:
         """Roll the toxic's toxicity once per connection (and again after an update)."""
-        key = (id(toxic), toxic.generation)
+        key = (toxic.uid, toxic.generation)
         if key not in self.rolls:
             self.rolls[key] = random.random() < toxic.toxicity
         return self.rolls[key]
@@ -344,7 +353,7 @@ class _Link:
     def toxic_removed(self, toxic: Toxic) -> None:
         self._cancel_timer(toxic)
         for pipe in self.pipes:
-            if pipe.resetting == id(toxic):
+            if pipe.resetting == toxic.uid:
                 pipe.resetting = None
         if toxic.type == "timeout":
             self.close()  # Toxiproxy's cleanup closes what the timeout toxic held
@@ -356,12 +365,12 @@ class _Link:
     def schedule_close(self, toxic: Toxic, delay_s: float, *, reset: bool) -> None:
         """Close (or reset) this connection `delay_s` from now unless `toxic` goes first."""
         self._cancel_timer(toxic)
-        self.timers[id(toxic)] = asyncio.get_running_loop().call_later(
+        self.timers[toxic.uid] = asyncio.get_running_loop().call_later(
             delay_s, lambda: self.close(reset=reset)
         )
 
     def _cancel_timer(self, toxic: Toxic) -> None:
-        timer = self.timers.pop(id(toxic), None)
+        timer = self.timers.pop(toxic.uid, None)
         if timer is not None:
             timer.cancel()
 
@@ -607,7 +616,7 @@ class ToxiproxyServer:
     # -- routing --------------------------------------------------------------------
 
     async def dispatch(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        parts = [p for p in path.split("?", 1)[0].split("/") if p]
+        parts = [unquote(p) for p in path.split("?", 1)[0].split("/") if p]
         async with self._lock:
             return await self._route(method, parts, body)
 
