@@ -41,6 +41,8 @@ class VesselProcess:
     started_at: float = 0.0
     ended_at: float | None = None
     boot_id: str | None = None
+    args: tuple[str, ...] = ()
+    """Further `vessel serve` options (e.g. `--agents leased --workspace W`)."""
 
     @property
     def url(self) -> str:
@@ -60,6 +62,7 @@ class VesselProcess:
                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "info"]
         if self.migrate:
             argv.append("--migrate")
+        argv.extend(self.args)
         self.started_at = time.time()
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
