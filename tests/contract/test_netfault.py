@@ -650,8 +650,9 @@ async def run_through(
                 latest = await wait_terminal(vessel.deps.ledger, ids, settle_s)
                 stranded = [r for r in latest.values() if r is None or not r.status.terminal]
                 rig.notes.append(f"boot 1 left {len(stranded)} Run(s) unfinished: "
-                                 f"{[(str(r.id)[:8], r.status.value) for r in stranded if r]}")
-                assert status.phase == "ready"
+                                 f"{[(str(r.id)[:8], r.status.value) for r in stranded if r]}; "
+                                 f"relay restarts {status.relay_restarts}")
+                assert status.phase == "ready" and not status.degraded, status.as_dict()
             # boot 2: the same database, a new process incarnation, no faults
             after = next_boot(vessel, "netfault-boot-2")
             async with serving(after) as status2:
