@@ -23,7 +23,13 @@ fenced lease. Nothing here executes anything.
   CANCELLING and retries. Once the attempt ends or the lease lapses, the
   withdrawal fails the job, closes a lapsed attempt (its late result is
   refused) and keeps the evidence. A job the store never received has
-  nothing that could run, so it is contained.
+  nothing that could run, so it is contained; this runtime then refuses to
+  submit it later (a relay's adoption racing the cancellation), and submit
+  and cancel of one job are serialised in this process.
+
+That refusal is process-local: a second Vessel process adopting the same
+never-received job after this one acknowledged its containment is not
+prevented (the store has no tombstone for a request it never saw).
 
 Lease liveness is judged on this process's clock. A worker whose clock
 runs behind cannot stage after a withdrawal anyway: withdrawal clears the
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
@@ -52,6 +58,7 @@ from runtime.jobs.store import JobStore
 from runtime.models import AgentJob, AgentJobStatus
 from runtime.retry import retrying
 from runtime.seams import AgentJobReport, Clock, Entropy
+from runtime.sessions import KeyedLocks
 
 T = TypeVar("T")
 
@@ -109,6 +116,9 @@ class LeasedAgentRuntime:
     policy: JobPolicy = DEFAULT_POLICY
     entropy: Entropy | None = None
     """When given, each store call is retried on LedgerUnavailable (all are idempotent)."""
+    contained_unknown: set[UUID] = field(default_factory=set)
+    """Jobs acknowledged as contained before the store ever received them."""
+    locks: KeyedLocks = field(default_factory=KeyedLocks)
 
     def receipt(self, job: AgentJob) -> tuple[EvidenceRecord, LeasedJob]:
         """The evidence and queued job for `job`: a pure function of the AgentJob."""
@@ -123,24 +133,29 @@ class LeasedAgentRuntime:
 
     async def submit(self, job: AgentJob) -> None:
         evidence, leased = self.receipt(job)
-        known = await self._call(lambda: self.store.get(job.id))
-        if known is not None:
-            if known.evidence_id != evidence.id or known.workspace != self.workspace:
-                raise JobConflict(job.id, "the job id is already used for different work")
-            return  # adopted: never received or started again
-        await self._call(lambda: self.store.receive(evidence, leased))
+        async with self.locks.hold(str(job.id)):
+            if job.id in self.contained_unknown:
+                return  # its cancellation was acknowledged: it must never start
+            known = await self._call(lambda: self.store.get(job.id))
+            if known is not None:
+                if known.evidence_id != evidence.id or known.workspace != self.workspace:
+                    raise JobConflict(job.id, "the job id is already used for different work")
+                return  # adopted: never received or started again
+            await self._call(lambda: self.store.receive(evidence, leased))
 
     async def lookup(self, job_id: UUID) -> AgentJobReport | None:
         job = await self._call(lambda: self.store.get(job_id))
         return None if job is None else report_of(job)
 
     async def cancel(self, job_id: UUID) -> bool:
-        now = self.clock.now()
-        try:
-            job = await self._call(lambda: self.store.withdraw(job_id, WITHDRAWN, now))
-        except UnknownJob:
-            return True  # never received: nothing exists that could run
-        return contained(job, now)
+        async with self.locks.hold(str(job_id)):
+            now = self.clock.now()
+            try:
+                job = await self._call(lambda: self.store.withdraw(job_id, WITHDRAWN, now))
+            except UnknownJob:
+                self.contained_unknown.add(job_id)
+                return True  # never received: nothing exists that could run
+            return contained(job, now)
 
     async def _call(self, op: Callable[[], Awaitable[T]]) -> T:
         if self.entropy is None:

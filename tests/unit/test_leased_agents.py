@@ -267,9 +267,18 @@ async def test_cancel_of_a_job_that_already_published_is_acknowledged_unchanged(
     assert await d.leased(job_id) == published
 
 
-async def test_cancel_of_a_job_never_received_is_acknowledged() -> None:
+async def test_cancel_of_a_job_never_received_is_acknowledged_and_it_never_starts() -> None:
     d = Delegation()
-    assert await d.agents.cancel(UUID(int=5)) is True
+    _run_id, job_id = await d.parked()
+    agent_job = tables(d.w).agent_job_table[job_id]
+    d.store.job_table.clear()  # as if the receipt had never committed
+    d.store.evidence_table.clear()
+
+    assert await d.agents.cancel(job_id) is True
+    await d.agents.submit(agent_job)  # a relay's adoption that lost the race
+
+    assert await d.store.get(job_id) is None and d.store.evidence_table == {}
+    assert await run_once(d.worker()) is None
 
 
 def test_the_request_text_is_a_pure_function_of_the_request() -> None:
