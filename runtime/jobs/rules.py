@@ -336,13 +336,31 @@ def _close(
     target: JobState,
     repeat_states: tuple[JobState, ...],
     retry_at: datetime | None = None,
+    call_interpretation: int | None = None,
 ) -> Decision:
     def same(j: LeasedJob) -> bool:
         return j.state in repeat_states and j.error == failure.reason
 
     refusal = check_lease(job, fence, owner, now, repeat=same)
     if refusal is not None:
-        return Decision(job=job, error=refusal_error(job, fence, owner, refusal))
+        error = refusal_error(job, fence, owner, refusal)
+        if failure.usage is None:
+            return Decision(job=job, error=error)
+        # The model returned this usage with its error: keep it, as a refused
+        # stage keeps its result's usage (seed 004, "Alpha.2 accounting").
+        kept = _event(
+            job,
+            next_event,
+            EventKind.FAILED,
+            now,
+            fence=fence,
+            worker=owner,
+            interpretation=call_interpretation,
+            usage=failure.usage,
+            refused=refusal,
+            detail=f"failure not recorded: {refusal.value}: {failure.reason}",
+        )
+        return Decision(job=job, events=(kept,), error=error)
     if job.settled_fence == fence:
         return unchanged(job)
     new = _put(
@@ -375,8 +393,13 @@ def decide_retry(
     failure: AttemptFailure,
     now: datetime,
     next_event: int,
+    call_interpretation: int | None = None,
 ) -> Decision:
-    """retry_scheduled, or exhausted when no attempt or call would be left."""
+    """retry_scheduled, or exhausted when no attempt or call would be left.
+
+    `call_interpretation` (of the fence's attempt) labels the usage a refused
+    closing keeps; it defaults to the job's current interpretation.
+    """
     spent = _spent_reason(job, attempts_needed=1)
     target = JobState.RETRY_SCHEDULED if spent is None else JobState.EXHAUSTED
     if spent is not None:
@@ -391,6 +414,7 @@ def decide_retry(
         target,
         (JobState.RETRY_SCHEDULED, JobState.EXHAUSTED),
         retry_at,
+        call_interpretation,
     )
 
 
@@ -401,8 +425,19 @@ def decide_fail(
     failure: AttemptFailure,
     now: datetime,
     next_event: int,
+    call_interpretation: int | None = None,
 ) -> Decision:
-    return _close(job, fence, owner, failure, now, next_event, JobState.FAILED, (JobState.FAILED,))
+    return _close(
+        job,
+        fence,
+        owner,
+        failure,
+        now,
+        next_event,
+        JobState.FAILED,
+        (JobState.FAILED,),
+        call_interpretation=call_interpretation,
+    )
 
 
 def decide_exhaust(
@@ -412,9 +447,18 @@ def decide_exhaust(
     failure: AttemptFailure,
     now: datetime,
     next_event: int,
+    call_interpretation: int | None = None,
 ) -> Decision:
     return _close(
-        job, fence, owner, failure, now, next_event, JobState.EXHAUSTED, (JobState.EXHAUSTED,)
+        job,
+        fence,
+        owner,
+        failure,
+        now,
+        next_event,
+        JobState.EXHAUSTED,
+        (JobState.EXHAUSTED,),
+        call_interpretation=call_interpretation,
     )
 
 

@@ -11,7 +11,9 @@ Rules every implementation keeps:
   is still open (`AttemptClosed`, unless the call repeats the outcome already
   recorded, which returns the job), `owner` holds the lease (`NotLeaseOwner`)
   and the lease is live at `now` (`LeaseExpired`). A refusal writes nothing,
-  except that `stage` appends its returned usage to the attempt log.
+  except that the usage a refused `stage` (its result) or a refused
+  `schedule_retry`/`fail`/`exhaust` (its failure) carries is appended to
+  the attempt log, marked `refused`: returned usage is never dropped.
 - Budgets are checked and spent in the same transaction as the state they
   guard, so a crash can only consume budget, never refund it.
 - No method deletes or rewrites evidence or a staged interpretation.

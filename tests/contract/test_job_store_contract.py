@@ -291,6 +291,30 @@ async def test_a_refused_stage_keeps_its_usage_and_changes_nothing_else(
     ]
 
 
+async def test_a_refused_closing_keeps_the_usage_its_failure_carries(store: JobStore) -> None:
+    """Seed 004 "Alpha.2 accounting": returned usage is kept even when fenced out
+    (found by the simulator: a model error's usage was dropped when its retry was
+    refused after the worker stalled past its lease)."""
+    job = await receive(store)
+    await claimed(store, "w1", t=1)
+    await store.reserve_model_call(job.id, 1, "w1", at(2))
+    await store.claim_one(WS, "w2", at(95), 90)
+    before = await current(store, job.id)
+    with pytest.raises(StaleFence):
+        await store.schedule_retry(
+            job.id, 1, "w1", at(99), AttemptFailure(reason="503", usage=USAGE), at(96)
+        )
+    with pytest.raises(StaleFence):
+        await store.fail(job.id, 1, "w1", AttemptFailure(reason="no usage"), at(96))
+    assert await current(store, job.id) == before
+    refused = [
+        (e.kind, e.fence, e.interpretation, e.refused, e.usage)
+        for e in await store.attempts(job.id)
+        if e.refused
+    ]
+    assert refused == [(EventKind.FAILED, 1, 1, Refusal.STALE_FENCE, USAGE)]
+
+
 async def test_every_fenced_write_refuses_a_stale_fence(store: JobStore) -> None:
     job = await receive(store)
     await claimed(store, "w1", t=1)

@@ -52,6 +52,9 @@ class MemoryJobStore:
     def _next_event(self, job_id: UUID) -> int:
         return len(self.event_log.get(job_id, ()))
 
+    def _call_interpretation(self, job: LeasedJob, fence: int) -> int:
+        return rules.interpretation_of(self.event_log.get(job.id, ()), fence, job.interpretation)
+
     async def receive(self, evidence: EvidenceRecord, job: LeasedJob) -> LeasedJob:
         await enter()
         new_evidence, new_job = rules.decide_receive(
@@ -140,7 +143,16 @@ class MemoryJobStore:
         await enter()
         job = self._job(job_id)
         return self._apply(
-            rules.decide_retry(job, fence, owner, retry_at, failure, now, self._next_event(job_id))
+            rules.decide_retry(
+                job,
+                fence,
+                owner,
+                retry_at,
+                failure,
+                now,
+                self._next_event(job_id),
+                self._call_interpretation(job, fence),
+            )
         )
 
     async def fail(
@@ -149,7 +161,15 @@ class MemoryJobStore:
         await enter()
         job = self._job(job_id)
         return self._apply(
-            rules.decide_fail(job, fence, owner, failure, now, self._next_event(job_id))
+            rules.decide_fail(
+                job,
+                fence,
+                owner,
+                failure,
+                now,
+                self._next_event(job_id),
+                self._call_interpretation(job, fence),
+            )
         )
 
     async def exhaust(
@@ -158,7 +178,15 @@ class MemoryJobStore:
         await enter()
         job = self._job(job_id)
         return self._apply(
-            rules.decide_exhaust(job, fence, owner, failure, now, self._next_event(job_id))
+            rules.decide_exhaust(
+                job,
+                fence,
+                owner,
+                failure,
+                now,
+                self._next_event(job_id),
+                self._call_interpretation(job, fence),
+            )
         )
 
     async def reprocess(self, job_id: UUID, now: datetime) -> LeasedJob:

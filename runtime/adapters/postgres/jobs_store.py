@@ -172,6 +172,15 @@ class PostgresJobStore(Transactional):
         row = await maybe(cur, NEXT_EVENT, {"id": job_id})
         return 0 if row is None else int(row["next"])
 
+    async def _call_interpretation(self, cur: Cursor, job: LeasedJob, fence: int) -> int:
+        """The interpretation the attempt of `fence` worked on (its `started` event)."""
+        row = await maybe(
+            cur,
+            STARTED_INTERPRETATION,
+            {"id": job.id, "fence": fence, "kind": EventKind.STARTED.value},
+        )
+        return job.interpretation if row is None else int(row["interpretation"])
+
     async def _write(self, cur: Cursor, decision: rules.Decision) -> None:
         if decision.changed:
             await cur.execute(UPDATE_JOB, to_params(decision.job, JOB_COLUMNS))
@@ -296,7 +305,14 @@ class PostgresJobStore(Transactional):
         async with self._transaction() as cur:
             job = await self._lock(cur, job_id)
             decision = rules.decide_retry(
-                job, fence, owner, retry_at, failure, now, await self._next_event(cur, job_id)
+                job,
+                fence,
+                owner,
+                retry_at,
+                failure,
+                now,
+                await self._next_event(cur, job_id),
+                await self._call_interpretation(cur, job, fence),
             )
             await self._write(cur, decision)
         return decision.outcome()
@@ -307,7 +323,13 @@ class PostgresJobStore(Transactional):
         async with self._transaction() as cur:
             job = await self._lock(cur, job_id)
             decision = rules.decide_fail(
-                job, fence, owner, failure, now, await self._next_event(cur, job_id)
+                job,
+                fence,
+                owner,
+                failure,
+                now,
+                await self._next_event(cur, job_id),
+                await self._call_interpretation(cur, job, fence),
             )
             await self._write(cur, decision)
         return decision.outcome()
@@ -318,7 +340,13 @@ class PostgresJobStore(Transactional):
         async with self._transaction() as cur:
             job = await self._lock(cur, job_id)
             decision = rules.decide_exhaust(
-                job, fence, owner, failure, now, await self._next_event(cur, job_id)
+                job,
+                fence,
+                owner,
+                failure,
+                now,
+                await self._next_event(cur, job_id),
+                await self._call_interpretation(cur, job, fence),
             )
             await self._write(cur, decision)
         return decision.outcome()
