@@ -31,6 +31,8 @@ from runtime.service.models import (
 S = ServiceState
 SENT = (S.SUBMITTING, S.ACCEPTED, S.RUNNING, S.INDETERMINATE)
 """States in which a transmission may have had an effect."""
+NO_EFFECT_PROOFS = (EvidenceKind.SUBMIT_REJECTED, EvidenceKind.NO_EFFECT)
+"""Evidence that one transmission had no effect: it settles only that transmission."""
 
 
 def _put(
@@ -147,6 +149,10 @@ def _settle_allowed(
     attempt: ServiceJobAttempt, outcome: ServiceOutcome, evidence: Evidence
 ) -> bool:
     state, kind = attempt.state, evidence.kind
+    if kind in NO_EFFECT_PROOFS and evidence.transmission != attempt.transmissions:
+        # It proves nothing about a later transmission, which may have had an effect
+        # (a rejection of transmission 1 arriving after another process re-submitted).
+        return False
     if outcome.state is S.CANCELLED:
         if state is S.PREPARED:
             return kind is EvidenceKind.NEVER_SUBMITTED

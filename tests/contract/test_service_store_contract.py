@@ -259,6 +259,29 @@ async def test_a_rejected_submit_may_fail_before_acceptance(store: ServiceAttemp
     assert failed.state is S.FAILED and failed.usage is None
 
 
+async def test_a_rejection_of_an_earlier_transmission_fails_nothing(
+    store: ServiceAttemptStore,
+) -> None:
+    """Found by the simulator: transmission 1 was rejected while another process had
+    already re-submitted (transmission 2, which started a provider job); the late
+    rejection must not settle FAILED."""
+    await store.prepare(attempt())
+    await store.begin_submit(uid(1), at(1))
+    again = await store.begin_resubmit(uid(1), ev(EvidenceKind.SAME_KEY_REPLAY, 2), at(2))
+    for kind in (EvidenceKind.SUBMIT_REJECTED, EvidenceKind.NO_EFFECT):
+        with pytest.raises(IllegalTransition):
+            await store.settle(uid(1), ServiceOutcome(state=S.FAILED), ev(kind, 3), at(3))
+    with pytest.raises(IllegalTransition):
+        await store.settle(
+            uid(1), ServiceOutcome(state=S.CANCELLED), ev(EvidenceKind.NO_EFFECT, 3), at(3)
+        )
+    assert await current(store, uid(1)) == again
+    failed = await store.settle(
+        uid(1), ServiceOutcome(state=S.FAILED), ev(EvidenceKind.SUBMIT_REJECTED, 4, 2), at(4)
+    )
+    assert failed.state is S.FAILED
+
+
 async def test_resubmit_needs_fresh_proof(store: ServiceAttemptStore) -> None:
     await store.prepare(attempt())
     await store.begin_submit(uid(1), at(1))
