@@ -1,9 +1,11 @@
 """Test-only fence breaks: prove the checker can fail.
 
 `SIM_BREAK=<name>` in the environment (or `broken(name)` in-process)
-patches the simulated world's memory ledger so that one fence of the run
-engine stops holding. Campaigns, replays, shrinks and the gate must then
-report a violation. Never used outside tests.
+patches the simulated world's memory stores or a runtime function so that
+one fence stops holding (the run engine's claim, containment and orphan
+fences; the leased job's staging fence; the service attempt's proof before
+a re-submit). Campaigns, replays, shrinks and the gate must then report a
+violation. Never used outside tests.
 """
 
 from __future__ import annotations
@@ -11,14 +13,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
+from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
+from runtime.jobs import rules as job_rules
+from runtime.jobs.models import LeasedJob, StagedResult
 from runtime.models import Claim, DeliveryState, Run, RunStatus
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.service import ServiceContext, ServiceJobAttempt
+from runtime.service import attempts as service_attempts
+from runtime.service.errors import ResubmitRefused
+from runtime.service.models import Evidence, EvidenceKind
 
 ENV = "SIM_BREAK"
 
@@ -59,12 +69,58 @@ async def _rotate_without_fence(self: DeliveryRecovery, run: Run) -> DeliveryVer
     return DeliveryVerdict.ROTATED
 
 
-_ORIGINAL_RECOVER = DeliveryRecovery.recover
+async def _unfenced_stage(
+    self: MemoryJobStore,
+    job_id: UUID,
+    fence: int,
+    owner: str,
+    model_version: str,
+    result: StagedResult,
+    now: datetime,
+) -> LeasedJob:
+    """Staging that ignores a stale fence: a late result from an old fence lands."""
+    if fence == self._job(job_id).fence:
+        return await _ORIGINAL_STAGE(self, job_id, fence, owner, model_version, result, now)
+    await enter()
+    job = self._job(job_id)
+    held = job.model_copy(update={
+        "fence": fence, "lease_owner": owner, "settled_fence": None,
+        "lease_expires_at": now + timedelta(seconds=job.lease_s),
+    })
+    events = self.event_log.get(job_id, [])
+    decision = job_rules.decide_stage(
+        held, fence, owner, model_version, result, now, len(events),
+        job_rules.interpretation_of(events, fence, job.interpretation),
+    )
+    if decision.error is None:  # keep the job's own fence: only the staging is unfenced
+        staged = decision.job.model_copy(update={"fence": job.fence})
+        decision = replace(decision, job=staged)
+    return self._apply(decision)
 
-BREAKS: dict[str, tuple[type, str, object]] = {
+
+async def _blind_absent(ctx: ServiceContext, attempt: ServiceJobAttempt) -> ServiceJobAttempt:
+    """Reconciliation that re-submits whenever a lookup finds nothing, proof or not."""
+    if attempt.cancel_requested_at is not None:
+        return await _ORIGINAL_ABSENT(ctx, attempt)
+    assumed = Evidence(kind=EvidenceKind.SAME_KEY_REPLAY, at=ctx.clock.now(),
+                       transmission=attempt.transmissions, detail="assumed, not proved")
+    try:
+        attempt = await ctx.store.begin_resubmit(attempt.id, assumed, ctx.clock.now())
+    except ResubmitRefused:
+        return attempt
+    return await service_attempts._transmit(ctx, attempt)
+
+
+_ORIGINAL_RECOVER = DeliveryRecovery.recover
+_ORIGINAL_STAGE = MemoryJobStore.stage
+_ORIGINAL_ABSENT = service_attempts._absent
+
+BREAKS: dict[str, tuple[object, str, object]] = {
     "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
     "no_containment": (Canceller, "contain", _no_containment),
     "orphan_fence": (DeliveryRecovery, "recover", _rotate_without_fence),
+    "stage_fence": (MemoryJobStore, "stage", _unfenced_stage),
+    "blind_resubmit": (service_attempts, "_absent", _blind_absent),
 }
 
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
+from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
+    from sim.leased import CallKey, ModelCall
     from sim.world import World
 
 
@@ -78,6 +81,39 @@ INVARIANTS: dict[str, Invariant] = {
                   "and recovery'"),
         Invariant("liveness", "after heal every admitted Run is terminal: nothing QUEUED, RUNNING "
                   "or CANCELLING remains", "DESIGN section 6"),
+        # Leased jobs: seed 004_85033eb8fc772f12.txt.
+        Invariant("fence_never_overwritten", "a result stages only under the job's current "
+                  "fence: a late result from an old fence never overwrites a newer "
+                  "interpretation, and staged interpretations are never retracted",
+                  "seed 004 'Leases and fences'"),
+        Invariant("job_budgets", "at most 3 worker attempts and 2 model calls per "
+                  "interpretation, also across crashes; every model call is reserved before it "
+                  "goes out, by the holder of the live lease",
+                  "seed 004 'Bounded retries', 'Alpha.2 accounting'"),
+        Invariant("evidence_kept", "every received evidence stays, unchanged, with its job",
+                  "seed 004 'Durable states', 'Leases and fences'"),
+        Invariant("usage_never_fabricated", "the attempt log records only usage the model "
+                  "returned for that call (unknown usage is None, never zero), and keeps the "
+                  "usage a live worker received even when its result was fenced out",
+                  "seed 004 'Alpha.2 accounting'"),
+        Invariant("job_liveness", "after heal every job is terminal or waiting on a named "
+                  "dependency", "seed 004 'Durable states'"),
+        # Service attempts: seed 000_81a5c720b14d934a.txt, "Service job attempts".
+        Invariant("service_no_fabricated_failure", "after a submit an attempt is FAILED only on "
+                  "proof (a proved rejection with no provider job, or the provider's own "
+                  "failure), SUCCEEDED only on the provider's success, and terminal is final",
+                  "seed 000 'Service job attempts'"),
+        Invariant("service_single_effect", "at most one provider effect per idempotency "
+                  "identity, and each transmission after the first rests on proof of no effect "
+                  "or same-key replay", "seed 000 'Service job attempts'"),
+        Invariant("service_key_payload", "a changed payload for a key is refused and never "
+                  "reaches the provider; the same payload is never refused",
+                  "seed 000 'Service job attempts'"),
+        Invariant("service_cancel_contained", "CANCELLED only while the provider runs nothing "
+                  "of the attempt", "seed 000 'Service job attempts'"),
+        Invariant("service_liveness", "after heal every attempt is terminal, or INDETERMINATE "
+                  "with nothing left at the provider and its containment evidence recorded",
+                  "seed 000 'Service job attempts'"),
     )
 }
 
@@ -113,6 +149,8 @@ class Checker:
         self.deliveries: dict[tuple[UUID, int], RunDelivery] = {}
         self.violations: list[Violation] = []
         self.transactions = 0
+        self.job_checks = JobChecks(self)
+        self.service_checks = ServiceChecks(self)
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         assert invariant in INVARIANTS, invariant
@@ -278,6 +316,31 @@ class Checker:
         except _Stop:
             pass
 
+    # -- leased jobs and service attempts -----------------------------------------
+
+    def _guarded(self, check: Callable[[], None]) -> None:
+        if self.violations:
+            return
+        with contextlib.suppress(_Stop):
+            check()
+
+    def after_job_write(self, name: str) -> None:
+        self.transactions += 1
+        self._guarded(self.job_checks.after_write)
+
+    def after_service_write(self, name: str) -> None:
+        self.transactions += 1
+        self._guarded(self.service_checks.after_write)
+
+    def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
+        self._guarded(lambda: self.job_checks.on_model_call(key, record, worker))
+
+    def on_provider_transmission(self, key: str, digest: str) -> None:
+        self._guarded(lambda: self.service_checks.on_provider_transmission(key, digest))
+
+    def on_provider_effect(self, key: str) -> None:
+        self._guarded(lambda: self.service_checks.on_provider_effect(key))
+
     # -- effects ----------------------------------------------------------------
 
     def on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
@@ -309,6 +372,8 @@ class Checker:
             if check_liveness:
                 self._check_liveness()
                 self._check_evidence()
+            self.job_checks.final(check_liveness)
+            self.service_checks.final(check_liveness)
         except _Stop:
             pass
 

@@ -49,6 +49,7 @@ class SimResult:
     coverage: dict[str, dict[str, int]]
     fired: FaultPlan
     runs: int
+    """Runs simulated, plus leased jobs and service attempts in scenarios of workers."""
     boots: int
     virtual_s: float
     wall_s: float
@@ -59,6 +60,8 @@ class SimResult:
     jobs: dict[str, str] = field(default_factory=dict)
     effects: dict[str, int] = field(default_factory=dict)
     """Applications per effect identity."""
+    world: World | None = field(default=None, repr=False)
+    """The world at the end (stores, actors): for tests that inspect what was left."""
 
     @property
     def ok(self) -> bool:
@@ -78,7 +81,9 @@ def _deterministic_scheduler(seed: int) -> None:
     run_mod._r.seed(seed)
 
 
-async def _quiescent(world: World, deadline: float) -> bool:
+async def _quiescent(world: World, deadline: float, vessel: bool = True) -> bool:
+    if not vessel:
+        return True  # no Vessel: the scenario's heal drained its own processes
     while anyio.current_time() < deadline:
         await anyio.sleep(QUIESCENCE_POLL_S)
         boot = world.live_boot
@@ -92,8 +97,10 @@ async def _quiescent(world: World, deadline: float) -> bool:
 
 async def _main(world: World, scenario: Scenario, outcome: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tg:
-        tg.start_soon(world.run_boots)
-        tg.start_soon(world.planned_time_crashes)
+        world.background = tg
+        if scenario.vessel:
+            tg.start_soon(world.run_boots)
+            tg.start_soon(world.planned_time_crashes)
 
         async def stop_on_violation() -> None:
             await world.stop.wait()
@@ -105,7 +112,9 @@ async def _main(world: World, scenario: Scenario, outcome: dict[str, Any]) -> No
         world.injector.healed = True
         world.trace.emit("world", "heal")
         await scenario.heal(world)
-        outcome["quiescent"] = await _quiescent(world, anyio.current_time() + LIVENESS_DEADLINE_S)
+        outcome["quiescent"] = await _quiescent(
+            world, anyio.current_time() + LIVENESS_DEADLINE_S, scenario.vessel
+        )
         world.checker.final(check_liveness=True)
         world.shutting_down = True
         tg.cancel_scope.cancel()
@@ -122,7 +131,7 @@ def run_simulation(
     """Simulate `scenario` under `seed` with a fault profile, or exactly `plan`."""
     spec = resolve(scenario)[0] if isinstance(scenario, str) else scenario
     streams = Streams.from_seed(seed)
-    options = options_for(profile, streams.faults)
+    options = options_for(profile, streams.faults, streams.swarm)
     if spec.tune is not None:
         options = spec.tune(options)
     injector = Injector(options=options, rng=streams.faults, plan=plan)
@@ -168,7 +177,7 @@ def run_simulation(
         trace_lines=world.trace.lines,
         coverage=injector.coverage.as_dict(),
         fired=injector.recorded_plan(),
-        runs=len(world.ledger.run_table),
+        runs=len(world.ledger.run_table) + world.work_items(),
         boots=len(world.boots),
         virtual_s=virtual,
         wall_s=wall,
@@ -177,6 +186,7 @@ def run_simulation(
         ledger=world.ledger.dump_now(),
         jobs={k: v.value for k, v in world.broker.statuses().items()},
         effects=dict(Counter(c.identity for c in world.effects.calls if c.applied)),
+        world=world,
     )
 
 

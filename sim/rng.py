@@ -8,7 +8,7 @@ import random
 import uuid
 from dataclasses import dataclass
 
-STREAMS = ("workload", "faults", "scheduler", "actors", "ids", "restarts")
+STREAMS = ("workload", "faults", "scheduler", "actors", "ids", "restarts", "swarm")
 
 
 def stream(seed: int, name: str) -> random.Random:
@@ -24,6 +24,8 @@ class Streams:
     actors: random.Random
     ids: random.Random
     restarts: random.Random
+    swarm: random.Random
+    """The swarm profile's draws for kinds added later (sim.faults.options.swarm)."""
 
     @classmethod
     def from_seed(cls, seed: int) -> Streams:

@@ -1,23 +1,28 @@
 """The simulated world: durable state, external actors, and a sequence of boots.
 
 The MemoryLedger, MemoryBroker and effect sink are the world's disk: they
-survive crashes. A `Boot` is one Vessel incarnation: its engine, worker
-lanes and relay run in one task group. A crash marks the boot dead, cancels
-its tasks, and from then on every seam call from it raises ProcessCrashed
-with no effect; its process memory (coordinators, gates, caches) is dropped
-with the Boot object. The next boot starts after a virtual delay with a new
-boot id and runs startup reconciliation (DESIGN section 4).
+survive crashes, as do the leased-job and service-attempt stores that the
+standalone worker processes of `sim.processes` share. A `Boot` is one
+Vessel incarnation: its engine, worker lanes and relay run in one task
+group. A crash marks the boot dead, cancels its tasks, and from then on
+every seam call from it raises ProcessCrashed with no effect; its process
+memory (coordinators, gates, caches) is dropped with the Boot object. The
+next boot starts after a virtual delay with a new boot id and runs startup
+reconciliation (DESIGN section 4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
+import anyio.abc
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
+from runtime.adapters.memory.jobs_store import MemoryJobStore
+from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete, StartupRefused
 from runtime.app.profiles import build_vessel
 from runtime.errors import ProcessCrashed
@@ -29,6 +34,8 @@ from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchest
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
 from sim.faults.proxies import SimBroker, SimEffects, SimFaultPoints, SimLedger
+from sim.leased import SimModel
+from sim.provider import SimProvider
 from sim.rng import SeededEntropy, Streams
 from sim.trace import Trace
 
@@ -196,10 +203,16 @@ class World:
     registry: WorkflowRegistry = field(default_factory=default_registry)
     ledger: MemoryLedger = field(default_factory=MemoryLedger)
     effects: MemoryEffectSink = field(default_factory=MemoryEffectSink)
+    jobs: MemoryJobStore = field(default_factory=MemoryJobStore)
+    """Leased jobs and their evidence (seed 004): durable across worker processes."""
+    services: MemoryServiceStore = field(default_factory=MemoryServiceStore)
+    """ServiceJobAttempt@1 records (seed 000): durable across worker processes."""
     live_boot: Boot | None = None
     boots: list[Boot] = field(default_factory=list)
     actors: dict[str, object] = field(default_factory=dict)
     shutting_down: bool = False
+    background: anyio.abc.TaskGroup | None = None
+    """The simulation's own task group: actors that outlive a scenario phase run here."""
     checker: Checker = field(init=False)
 
     def __post_init__(self) -> None:
@@ -210,7 +223,19 @@ class World:
         self.checker = Checker(self)
         self.agents = SimAgentRuntime(self)
         self.orchestrator = SimOrchestrator(self)
+        self.model = SimModel(self)
+        self.provider = SimProvider(self)
         self.stop = anyio.Event()
+
+    def work_items(self) -> int:
+        """Leased jobs and service attempts (besides Runs) this world holds."""
+        return len(self.jobs.job_table) + len(self.services.attempt_table)
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Start `fn` in the simulation's own task group (it ends with the simulation)."""
+        if self.background is None:
+            raise RuntimeError("the simulation has not started")
+        self.background.start_soon(fn, *args)
 
     def trace_end(self) -> float:
         """Virtual seconds at the last trace line."""

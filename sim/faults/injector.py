@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from sim.faults.options import FaultOptions
 from sim.faults.plan import AtPoint, AtTime, FaultKind, FaultPlan, PlannedFault
 
+CRASH_KINDS = (FaultKind.CRASH, FaultKind.WORKER_CRASH)
+"""Both count against `max_crashes`."""
+
 
 @dataclass
 class Coverage:
@@ -64,6 +67,15 @@ class Injector:
             FaultKind.ACTOR_LATE: o.actor_late_per_call,
             FaultKind.STEP_STALL: o.step_stall_per_append,
             FaultKind.STEP_APPEND_FAIL: o.step_fail_per_append,
+            FaultKind.WORKER_CRASH: o.worker_crash_per_call,
+            FaultKind.WORKER_STALL: o.worker_stall_per_call,
+            FaultKind.LATE_RESULT: o.late_result_per_stage,
+            FaultKind.MODEL_HANG: o.model_hang_per_call,
+            FaultKind.MODEL_REPLY_LOST: o.model_reply_lost_per_call,
+            FaultKind.PROVIDER_DUPLICATE: o.provider_duplicate_per_submit,
+            FaultKind.LOOKUP_LIES: o.lookup_lies_per_lookup,
+            FaultKind.SERVICE_ACK_LOST: o.service_ack_lost_per_call,
+            FaultKind.SERVICE_TIMEOUT: o.service_timeout_per_call,
         }[kind]
 
     def _amount(self, kind: FaultKind) -> float:
@@ -75,6 +87,11 @@ class Injector:
             return round(self.rng.uniform(0.0, self.options.max_stall_s), 3)
         if kind in (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_LATE):
             return round(self.rng.uniform(30.0, 300.0), 3)
+        if kind in (FaultKind.WORKER_STALL, FaultKind.LATE_RESULT):
+            # Longer than the 90 s lease of seed 004, so another worker can reclaim.
+            return round(self.rng.uniform(100.0, 400.0), 3)
+        if kind is FaultKind.LOOKUP_LIES:
+            return round(self.rng.uniform(20.0, 300.0), 3)
         return 0.0
 
     def hit(self, point: str, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:
@@ -97,7 +114,7 @@ class Injector:
         for kind in kinds:
             p = self.probability(kind, point)
             if p > 0 and self.rng.random() < p:
-                if kind is FaultKind.CRASH and self.crashes >= self.options.max_crashes:
+                if kind in CRASH_KINDS and self.crashes >= self.options.max_crashes:
                     continue
                 return PlannedFault(
                     trigger=AtPoint(point=point, nth=nth), fault=kind, amount=self._amount(kind)
@@ -108,7 +125,7 @@ class Injector:
         self.fired.append(pf)
         self.coverage.fires[point] += 1
         self.coverage.kinds[pf.fault.value] += 1
-        if pf.fault is FaultKind.CRASH:
+        if pf.fault in CRASH_KINDS:
             self.crashes += 1
 
     # -- time-triggered crashes --------------------------------------------

@@ -67,6 +67,41 @@ class FaultOptions(BaseModel):
         default=0.0, ge=0, le=1, description="a Step append fails before commit"
     )
     max_stall_s: float = Field(default=20.0, ge=0)
+    # -- worker processes: leased jobs (seed 004) and service attempts (seed 000) --
+    worker_crash_per_call: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a worker process dies right after a store write or while a call is out",
+    )
+    worker_stall_per_call: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a worker process freezes (no renewals) for longer than its 90 s lease",
+    )
+    late_result_per_stage: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a staging request reaches the store only after its lease has lapsed",
+    )
+    model_hang_per_call: float = Field(
+        default=0.0, ge=0, le=1, description="a model call never answers (past the 45 s deadline)"
+    )
+    model_reply_lost_per_call: float = Field(
+        default=0.0, ge=0, le=1,
+        description="the model answered (and billed) but the worker never sees the reply",
+    )
+    provider_duplicate_per_submit: float = Field(
+        default=0.0, ge=0, le=1,
+        description="the network delivers a submission twice (same-key replay providers)",
+    )
+    lookup_lies_per_lookup: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a provider lookup reports an existing job unknown for a while",
+    )
+    service_ack_lost_per_call: float = Field(
+        default=0.0, ge=0, le=1,
+        description="the provider acted on a submit or cancel, then the answer is lost",
+    )
+    service_timeout_per_call: float = Field(
+        default=0.0, ge=0, le=1, description="a provider call never answers (past its deadline)"
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -87,6 +122,15 @@ class FaultOptions(BaseModel):
             (FaultKind.ACTOR_LATE, self.actor_late_per_call),
             (FaultKind.STEP_STALL, self.step_stall_per_append),
             (FaultKind.STEP_APPEND_FAIL, self.step_fail_per_append),
+            (FaultKind.WORKER_CRASH, self.worker_crash_per_call),
+            (FaultKind.WORKER_STALL, self.worker_stall_per_call),
+            (FaultKind.LATE_RESULT, self.late_result_per_stage),
+            (FaultKind.MODEL_HANG, self.model_hang_per_call),
+            (FaultKind.MODEL_REPLY_LOST, self.model_reply_lost_per_call),
+            (FaultKind.PROVIDER_DUPLICATE, self.provider_duplicate_per_submit),
+            (FaultKind.LOOKUP_LIES, self.lookup_lies_per_lookup),
+            (FaultKind.SERVICE_ACK_LOST, self.service_ack_lost_per_call),
+            (FaultKind.SERVICE_TIMEOUT, self.service_timeout_per_call),
         ]
         return [kind for kind, p in pairs if p > 0]
 
@@ -110,16 +154,32 @@ DEFAULT = FaultOptions(
     actor_late_per_call=0.05,
     step_stall_per_append=0.02,
     step_fail_per_append=0.02,
+    worker_crash_per_call=0.01,
+    worker_stall_per_call=0.01,
+    late_result_per_stage=0.05,
+    model_hang_per_call=0.05,
+    model_reply_lost_per_call=0.05,
+    provider_duplicate_per_submit=0.1,
+    lookup_lies_per_lookup=0.1,
+    service_ack_lost_per_call=0.1,
+    service_timeout_per_call=0.05,
 )
 
 PROFILES = ("calm", "default", "swarm")
 
 
-def swarm(rng: random.Random) -> FaultOptions:
-    """A random subset of fault kinds with random probabilities, drawn per seed."""
+def swarm(rng: random.Random, more: random.Random | None = None) -> FaultOptions:
+    """A random subset of fault kinds with random probabilities, drawn per seed.
 
-    def maybe(high: float) -> float:
-        return rng.uniform(0.0, high) if rng.random() < 0.5 else 0.0
+    The kinds of worker processes (leased jobs, service attempts) are drawn
+    from `more` when given, so adding them did not change what any seed drew
+    for the Vessel's kinds (DESIGN section 4: streams kept apart).
+    """
+
+    def maybe(high: float, source: random.Random = rng) -> float:
+        return source.uniform(0.0, high) if source.random() < 0.5 else 0.0
+
+    extra = rng if more is None else more
 
     return FaultOptions(
         crash_per_point_hit=maybe(0.08),
@@ -139,14 +199,25 @@ def swarm(rng: random.Random) -> FaultOptions:
         step_stall_per_append=maybe(0.1),
         step_fail_per_append=maybe(0.1),
         max_crashes=rng.randint(1, 10),
+        worker_crash_per_call=maybe(0.06, extra),
+        worker_stall_per_call=maybe(0.06, extra),
+        late_result_per_stage=maybe(0.3, extra),
+        model_hang_per_call=maybe(0.2, extra),
+        model_reply_lost_per_call=maybe(0.2, extra),
+        provider_duplicate_per_submit=maybe(0.4, extra),
+        lookup_lies_per_lookup=maybe(0.3, extra),
+        service_ack_lost_per_call=maybe(0.3, extra),
+        service_timeout_per_call=maybe(0.2, extra),
     )
 
 
-def options_for(profile: str, rng: random.Random) -> FaultOptions:
+def options_for(
+    profile: str, rng: random.Random, more: random.Random | None = None
+) -> FaultOptions:
     if profile == "calm":
         return CALM
     if profile == "default":
         return DEFAULT
     if profile == "swarm":
-        return swarm(rng)
+        return swarm(rng, more)
     raise ValueError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")

@@ -3,8 +3,9 @@
 A trigger is a fault point and its nth hit, or a virtual time. Points are
 the runtime's catalogued crash windows (runtime.faults) and the seam
 operations the injectors wrap (`ledger.<method>`, `broker.publish`,
-`broker.deliver`). A plan recorded from a profile run replays the same
-faults exactly; `harness shrink` edits plans.
+`broker.deliver`; for worker processes `jobs.<method>`, `model.extract`,
+`service.<method>`, `service.driver.<call>`). A plan recorded from a
+profile run replays the same faults exactly; `harness shrink` edits plans.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ class FaultKind(enum.StrEnum):
     ACTOR_LATE = "actor_late"
     STEP_STALL = "step_stall"
     STEP_APPEND_FAIL = "step_append_fail"
+    # Leased job workers (seed 004) and service attempts (seed 000, "Service job attempts").
+    WORKER_CRASH = "worker_crash"
+    WORKER_STALL = "worker_stall"
+    LATE_RESULT = "late_result"
+    MODEL_HANG = "model_hang"
+    MODEL_REPLY_LOST = "model_reply_lost"
+    PROVIDER_DUPLICATE = "provider_duplicate"
+    LOOKUP_LIES = "lookup_lies"
+    SERVICE_ACK_LOST = "service_ack_lost"
+    SERVICE_TIMEOUT = "service_timeout"
 
 
 class AtPoint(BaseModel):

@@ -21,6 +21,9 @@ class Scenario:
     """After faults are off: finish what the actors still owe (retries, verdicts)."""
     tune: Callable[[FaultOptions], FaultOptions] | None = None
     """Adjust the profile's options for this scenario (say, many more crashes)."""
+    vessel: bool = True
+    """Whether the world boots Vessel incarnations. Scenarios of standalone worker
+    processes (leased jobs, service attempts) run their own processes instead."""
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -46,4 +49,11 @@ def resolve(spec: str) -> list[Scenario]:
 
 
 def _load_builtin() -> None:
-    from sim.scenarios import basic, events, restarts, waits  # noqa: F401
+    from sim.scenarios import (  # noqa: F401
+        basic,
+        events,
+        leased_jobs,
+        restarts,
+        service,
+        waits,
+    )

@@ -1,0 +1,215 @@
+"""The leased-job side of the simulated world (seed 004_85033eb8fc772f12.txt).
+
+- `SimModel`: the external model provider. It outlives every worker and keeps
+  one record per model call (job, interpretation, reserved call number): what
+  the provider consumed and which usage actually reached a live worker. The
+  checker reads these records; it never reads the worker's memory.
+- `SimModelClient`: one worker process's ModelClient. A call may hang past the
+  45 s deadline, have its reply lost after the provider did (and billed) the
+  work, fail retryably, or find its process dead or frozen when it returns.
+- `SimJobStore`: the JobStore seam of one process (or of an external actor,
+  `proc=None`) over the world's durable MemoryJobStore, with storage faults,
+  stalls, late staging and crashes rolled at `jobs.<method>`; every committed
+  write goes to the checker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID
+
+import anyio
+
+from runtime.adapters.reference_model import ReferenceModelClient
+from runtime.errors import LedgerUnavailable, ProcessCrashed
+from runtime.jobs.errors import JobError
+from runtime.jobs.model import ModelReply, ModelRequest, RetryableModelError
+from runtime.jobs.models import LeasedJob, Usage
+from sim.faults.plan import FaultKind
+from sim.processes import Process, fire
+
+if TYPE_CHECKING:
+    from runtime.adapters.memory.jobs_store import MemoryJobStore
+    from sim.world import World
+
+T = TypeVar("T")
+
+MODEL_VERSION = "reference-1"
+MODEL_KINDS = (
+    FaultKind.WORKER_CRASH,
+    FaultKind.MODEL_HANG,
+    FaultKind.MODEL_REPLY_LOST,
+    FaultKind.ACTOR_FAIL,
+)
+STORE_READ = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_LATENCY)
+STORE_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind.LEDGER_LATENCY)
+
+CallKey = tuple[UUID, int, int]
+"""(job id, interpretation, reserved call number): one model call."""
+
+
+@dataclass
+class ModelCall:
+    worker: str
+    at: float
+    outcome: str = "out"
+    """out (no answer yet) | replied | failed | hung | lost | crashed"""
+    billed: Usage | None = None
+    """What the provider consumed (known to the provider, not to the worker)."""
+    returned: Usage | None = None
+    """The usage a live worker received with a reply or an error; None = unknown."""
+
+
+@dataclass
+class SimModel:
+    """The model provider: a deterministic reference model behind a network."""
+
+    world: World
+    version: str = MODEL_VERSION
+    context_limit: int = 4096
+    calls: dict[CallKey, ModelCall] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.reference = ReferenceModelClient(self.version, self.context_limit)
+
+
+class SimModelClient:
+    """The ModelClient of one worker process."""
+
+    def __init__(self, world: World, proc: Process) -> None:
+        self.world = world
+        self.proc = proc
+        self.model = world.model
+        self.version = self.model.version
+        self.context_limit = self.model.context_limit
+
+    async def extract(self, request: ModelRequest) -> ModelReply:
+        proc, world, model = self.proc, self.world, self.model
+        proc.check_alive()
+        key = (request.job_id, request.interpretation, request.call)
+        record = ModelCall(worker=proc.id, at=anyio.current_time())
+        world.checker.on_model_call(key, record, proc.id)
+        model.calls[key] = record
+        world.trace.emit("model", "model.call", job=request.job_id, worker=proc.id,
+                         interpretation=request.interpretation, call=request.call)
+        fault, _ = proc.fire("model.extract", MODEL_KINDS)
+        await anyio.sleep(round(world.streams.actors.uniform(0.5, 20.0), 3))
+        if fault is FaultKind.WORKER_CRASH:
+            record.outcome = "crashed"
+            proc.crash("crash while a model call is out")
+            raise ProcessCrashed(proc.id)
+        if fault is FaultKind.MODEL_HANG:
+            record.outcome = "hung"
+            await anyio.sleep_forever()
+        reply = model.reference.reply(request)
+        record.billed = reply.usage
+        if fault is FaultKind.MODEL_REPLY_LOST:
+            record.outcome = "lost"
+            raise ConnectionResetError("the model answered but the reply was lost")
+        error: RetryableModelError | None = None
+        usage = reply.usage
+        if fault is FaultKind.ACTOR_FAIL:
+            usage = Usage(input_tokens=len(request.payload), output_tokens=0)
+            record.billed = usage
+            error = RetryableModelError("the model is overloaded", usage=usage)
+        await proc.thaw()  # a frozen process sees the answer only once it runs again
+        # No checkpoint from here on: the worker receives exactly what is recorded.
+        record.returned = usage
+        record.outcome = "failed" if error is not None else "replied"
+        if error is not None:
+            raise error
+        return reply
+
+
+JOB_READS = ("get", "evidence", "jobs", "interpretations", "attempts")
+JOB_WRITES = (
+    "receive", "claim_one", "renew", "reserve_model_call", "stage", "schedule_retry", "fail",
+    "exhaust", "reprocess", "withdraw",
+)
+
+
+class SimJobStore:
+    """The JobStore seam of one worker process (or of an external actor: proc=None)."""
+
+    def __init__(self, world: World, proc: Process | None) -> None:
+        self.world = world
+        self.proc = proc
+        self.inner: MemoryJobStore = world.jobs
+        self.claimed: tuple[UUID, int] | None = None
+        """The (job, fence) this process claimed last: the worker loop traces it."""
+
+    async def _tx(self, name: str, write: bool, op: Callable[[], Awaitable[T]]) -> T:
+        proc, world = self.proc, self.world
+        if proc is not None:
+            proc.check_alive()
+        kinds = STORE_WRITE if write else STORE_READ
+        if proc is not None:
+            kinds = (*kinds, FaultKind.WORKER_STALL)
+            if write:
+                kinds = (*kinds, FaultKind.WORKER_CRASH)
+            if name == "stage":
+                kinds = (*kinds, FaultKind.LATE_RESULT)
+        fault, amount = fire(world, f"jobs.{name}", kinds)
+        if fault is FaultKind.WORKER_STALL and proc is not None:
+            proc.freeze(amount)
+        if fault in (FaultKind.LEDGER_LATENCY, FaultKind.LATE_RESULT):
+            await anyio.sleep(amount)  # a late result travels while its lease lapses
+        if proc is not None:
+            await proc.thaw()
+        if fault is FaultKind.LEDGER_TRANSIENT:
+            raise LedgerUnavailable(f"injected transient error before commit of jobs.{name}")
+        try:
+            result = await (proc.guard(op) if proc is not None else op())
+        finally:
+            if write:
+                world.checker.after_job_write(name)
+        if fault is FaultKind.WORKER_CRASH and proc is not None:
+            proc.crash(f"crash after jobs.{name}")
+            raise ProcessCrashed(proc.id)
+        if fault is FaultKind.LEDGER_AMBIGUOUS:
+            raise LedgerUnavailable(f"injected ambiguous commit of jobs.{name}: applied, then lost")
+        return result
+
+    async def _write(self, name: str, op: Callable[[], Awaitable[Any]], job_id: Any) -> Any:
+        who = self.proc.id if self.proc is not None else None
+        try:
+            result = await self._tx(name, True, op)
+        except JobError as exc:
+            self.world.trace.emit("jobs", f"tx.{name}", job=job_id, by=who,
+                                  refused=type(exc).__name__)
+            raise
+        if isinstance(result, LeasedJob):
+            self.world.trace.emit("jobs", f"tx.{name}", job=result.id, by=who,
+                                  state=result.state, fence=result.fence)
+            if name == "claim_one":
+                self.claimed = (result.id, result.fence)
+        elif name == "claim_one":
+            self.world.trace.emit("jobs", "tx.claim_one", job=None, by=who)
+        return result
+
+
+def _read_method(name: str) -> Callable[..., Awaitable[Any]]:
+    async def method(self: SimJobStore, *args: Any, **kwargs: Any) -> Any:
+        inner = getattr(self.inner, name)
+        return await self._tx(name, False, lambda: inner(*args, **kwargs))
+
+    method.__name__ = name
+    return method
+
+
+def _write_method(name: str) -> Callable[..., Awaitable[Any]]:
+    async def method(self: SimJobStore, *args: Any, **kwargs: Any) -> Any:
+        inner = getattr(self.inner, name)
+        job_id = args[0] if args and isinstance(args[0], UUID) else None
+        return await self._write(name, lambda: inner(*args, **kwargs), job_id)
+
+    method.__name__ = name
+    return method
+
+
+for _name in JOB_READS:
+    setattr(SimJobStore, _name, _read_method(_name))
+for _name in JOB_WRITES:
+    setattr(SimJobStore, _name, _write_method(_name))

@@ -1,0 +1,170 @@
+"""Scenario `leased_jobs`: three leased-job worker processes call `run_once`
+in loops for one authorised workspace against a simulated model, while an
+evidence producer receives evidence with its job and an operator sometimes
+reprocesses a published job; workers stall past their 90 s lease, results
+arrive late from an old fence, model calls hang past the 45 s deadline or
+lose their reply, and workers crash mid-job (seed 004)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import cast
+
+import anyio
+
+from runtime.errors import LedgerUnavailable
+from runtime.jobs import (
+    EvidenceRecord,
+    JobError,
+    JobState,
+    JobStore,
+    LeasedJob,
+    WorkerContext,
+    new_job,
+    run_once,
+)
+from sim.leased import MODEL_VERSION, SimJobStore, SimModelClient
+from sim.processes import Process, supervise
+from sim.scenarios import Scenario, register
+from sim.world import World
+
+WORKSPACE = "ws-1"
+WORKERS = ("worker-a", "worker-b", "worker-c")
+NEEDS = ("ontology", "identity", "review")
+HEAL_DEADLINE_S = 3600.0
+
+
+def payload(rng: random.Random, i: int) -> str:
+    """Evidence text: `subject: value` lines, sometimes a `needs:` line, sometimes
+    far larger than the model's context (processing fails, the evidence stays)."""
+    roll = rng.random()
+    if roll < 0.08:
+        return f"oversized-{i}: " + "x" * rng.randint(5000, 9000)
+    lines = [f"subject-{i}-{k}: value-{rng.randint(0, 99)}" for k in range(rng.randint(1, 6))]
+    if roll < 0.35:
+        lines.append(f"needs: {rng.choice(NEEDS)}")
+    return "\n".join(lines)
+
+
+async def work(world: World, proc: Process) -> None:
+    """One `vessel jobs work` process: claim, attempt, repeat; back off when idle."""
+    store = SimJobStore(world, proc)
+    ctx = WorkerContext(
+        store=cast(JobStore, store),
+        model=SimModelClient(world, proc),
+        clock=world.clock,
+        workspace=WORKSPACE,
+        worker_id=proc.id,
+        scopes=(WORKSPACE,),
+        entropy=world.entropy,
+    )
+    rng = world.streams.actors
+    while True:
+        store.claimed = None
+        job: LeasedJob | None = None
+        try:
+            job = await run_once(ctx)
+            outcome = "idle" if job is None else job.state.value
+            returned = True
+        except (LedgerUnavailable, JobError) as exc:  # a supervisor would back off
+            outcome, returned = type(exc).__name__, False
+        claimed = store.claimed
+        world.trace.emit(
+            "worker", "jobs.step", worker=proc.id, returned=returned, outcome=outcome,
+            claimed=None if claimed is None else [str(claimed[0]), claimed[1]],
+        )
+        if job is None:
+            await anyio.sleep(round(rng.uniform(1.0, 5.0), 3))
+
+
+@dataclass
+class Producer:
+    """Receives evidence with its job in one transaction; retries until acknowledged."""
+
+    world: World
+    owed: list[tuple[EvidenceRecord, LeasedJob]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.store = cast(JobStore, SimJobStore(self.world, None))
+
+    async def run(self, count: int) -> None:
+        world, rng = self.world, self.world.streams.workload
+        for i in range(count):
+            await anyio.sleep(round(rng.expovariate(1 / 8), 3))
+            now = world.clock.now()
+            evidence = EvidenceRecord(
+                id=world.entropy.new_id(), workspace=WORKSPACE, payload=payload(rng, i),
+                received_at=now,
+            )
+            self.owed.append((evidence, new_job(world.entropy.new_id(), evidence,
+                                                MODEL_VERSION, now)))
+            await self.deliver()
+
+    async def deliver(self) -> None:
+        owed, self.owed = self.owed, []
+        for evidence, job in owed:
+            try:
+                stored = await self.store.receive(evidence, job)
+            except LedgerUnavailable as exc:
+                self.owed.append((evidence, job))
+                self.world.trace.emit("producer", "evidence.owed", evidence=evidence.id,
+                                      error=type(exc).__name__)
+                continue
+            self.world.trace.emit("producer", "evidence.received", evidence=evidence.id,
+                                  digest=evidence.digest, job=stored.id)
+
+    async def settle(self) -> None:
+        while self.owed:
+            await self.deliver()
+            if self.owed:
+                await anyio.sleep(5.0)
+
+
+async def reprocessor(world: World) -> None:
+    """An operator asks now and then for another interpretation of a published job."""
+    store = cast(JobStore, SimJobStore(world, None))
+    rng = world.streams.actors
+    while True:
+        await anyio.sleep(round(rng.uniform(20.0, 60.0), 3))
+        published = [j for j in world.jobs.job_table.values() if j.state is JobState.PUBLISHED]
+        if not published or rng.random() >= 0.3:
+            continue
+        job = rng.choice(published)
+        try:
+            after = await store.reprocess(job.id, world.clock.now())
+            outcome = f"interpretation {after.interpretation}"
+        except (LedgerUnavailable, JobError) as exc:
+            outcome = type(exc).__name__
+        world.trace.emit("operator", "jobs.reprocess", job=job.id, outcome=outcome)
+
+
+async def drive(world: World) -> None:
+    for name in WORKERS:
+        world.spawn(supervise, world, name, lambda proc: work(world, proc))
+    producer = Producer(world)
+    world.actors["producer"] = producer
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reprocessor, world)
+        await producer.run(world.streams.workload.randint(10, 25))
+        await anyio.sleep(300.0)  # faults stay on while the workers catch up
+        tg.cancel_scope.cancel()
+
+
+def drained(world: World) -> bool:
+    return all(j.state.terminal or j.state.waiting for j in world.jobs.job_table.values())
+
+
+async def heal(world: World) -> None:
+    """Faults are off: the producer delivers what it owes, the workers drain every job."""
+    producer = world.actors.get("producer")
+    if isinstance(producer, Producer):
+        await producer.settle()
+    deadline = anyio.current_time() + HEAL_DEADLINE_S
+    while anyio.current_time() < deadline and not drained(world):
+        await anyio.sleep(10.0)
+    world.trace.emit("world", "drained", jobs=len(world.jobs.job_table), done=drained(world))
+
+
+LEASED_JOBS = register(Scenario("leased_jobs", " ".join((__doc__ or "").split()), drive, heal,
+                                vessel=False))

@@ -1,0 +1,344 @@
+"""Invariants of leased jobs (seed 004) and service attempts (seed 000).
+
+Like the rest of the checker these read only durable records (the world's
+job and service stores), the external actors' own books (the model
+provider's calls, the service provider's jobs) and the trace, never a
+worker's memory. `after_*_write` runs after every committed store write and
+compares the records with those seen after the previous write; `final` runs
+once the world has healed. Violations go through `Checker.fail`, which
+raises to stop the check.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from runtime.jobs.models import (
+    STAGED_STATES,
+    EventKind,
+    EvidenceRecord,
+    Interpretation,
+    LeasedJob,
+)
+from runtime.service.driver import ProviderStatus
+from runtime.service.models import (
+    RESUBMIT_PROOFS,
+    EvidenceKind,
+    ServiceJobAttempt,
+    ServiceState,
+)
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
+    from sim.leased import CallKey, ModelCall
+
+FAILED_PROOFS = (EvidenceKind.SUBMIT_REJECTED, EvidenceKind.NO_EFFECT)
+CONTAINMENT = (
+    EvidenceKind.LOOKUP_ABSENT,
+    EvidenceKind.NO_EFFECT,
+    EvidenceKind.SAME_KEY_REPLAY,
+    EvidenceKind.CANCEL_REQUESTED,
+    EvidenceKind.CANCEL_CONTAINED,
+    EvidenceKind.CANCEL_UNACKNOWLEDGED,
+)
+"""Evidence that records why an INDETERMINATE attempt is left unresolved."""
+
+
+def _job(job: LeasedJob | None) -> dict[str, Any] | None:
+    if job is None:
+        return None
+    return {"job": str(job.id), "state": job.state.value, "fence": job.fence,
+            "interpretation": job.interpretation, "attempts": job.attempts_used,
+            "calls": job.model_calls_reserved, "owner": job.lease_owner}
+
+
+def _attempt(a: ServiceJobAttempt | None) -> dict[str, Any] | None:
+    if a is None:
+        return None
+    return {"attempt": str(a.id), "key": a.idempotency_key, "state": a.state.value,
+            "provider_job": a.provider_job_id, "transmissions": a.transmissions,
+            "evidence": [e.kind.value for e in a.evidence]}
+
+
+class JobChecks:
+    """Seed 004: fences, budgets, evidence and usage."""
+
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+        self.world = checker.world
+        self.jobs: dict[UUID, LeasedJob] = {}
+        self.evidence: dict[UUID, EvidenceRecord] = {}
+        self.interpretations: dict[UUID, tuple[Interpretation, ...]] = {}
+        self.claims: Counter[tuple[UUID, int]] = Counter()
+        """Claims (fence increments) seen per (job, interpretation)."""
+
+    def fail(self, invariant: str, message: str, **records: Any) -> None:
+        self.checker.fail(invariant, message, **records)
+
+    # -- after every committed write ---------------------------------------------
+
+    def after_write(self) -> None:
+        store = self.world.jobs
+        for evidence_id, before in self.evidence.items():
+            now = store.evidence_table.get(evidence_id)
+            if now != before:
+                self.fail("evidence_kept", f"evidence {evidence_id} was "
+                          f"{'deleted' if now is None else 'rewritten'}")
+        for job_id, job in store.job_table.items():
+            prev = self.jobs.get(job_id)
+            if prev is not job:
+                self._job_changed(prev, job)
+        self.jobs = dict(store.job_table)
+        self.evidence = dict(store.evidence_table)
+
+    def _job_changed(self, prev: LeasedJob | None, job: LeasedJob) -> None:
+        store = self.world.jobs
+        if job.evidence_id not in store.evidence_table:
+            self.fail("evidence_kept", f"job {job.id} has no evidence {job.evidence_id}",
+                      job=_job(job))
+        if job.attempts_used > job.max_attempts or job.model_calls_reserved > job.max_model_calls:
+            self.fail("job_budgets", f"job {job.id} spent {job.attempts_used} attempts and "
+                      f"{job.model_calls_reserved} model calls", job=_job(job))
+        if prev is not None:
+            if job.fence < prev.fence:
+                self.fail("fence_never_overwritten", f"job {job.id} fence went back "
+                          f"{prev.fence} -> {job.fence}", before=_job(prev), after=_job(job))
+            key = (job.id, job.interpretation)
+            self.claims[key] += job.fence - prev.fence
+            if self.claims[key] > job.max_attempts:
+                self.fail("job_budgets", f"job {job.id} interpretation {job.interpretation} "
+                          f"was claimed {self.claims[key]} times", job=_job(job))
+        elif job.fence:
+            self.claims[(job.id, job.interpretation)] += job.fence
+        self._check_interpretations(prev, job)
+
+    def _check_interpretations(self, prev: LeasedJob | None, job: LeasedJob) -> None:
+        now = tuple(self.world.jobs.interpretation_table.get(job.id, ()))
+        before = self.interpretations.get(job.id, ())
+        if now[: len(before)] != before:
+            self.fail("fence_never_overwritten", f"job {job.id}: a staged interpretation was "
+                      "retracted or rewritten", job=_job(job))
+        numbers = [i.number for i in before]
+        last_fence = before[-1].fence if before else -1
+        for new in now[len(before):]:
+            if new.fence != job.fence:
+                self.fail("fence_never_overwritten", f"job {job.id}: interpretation {new.number} "
+                          f"staged from fence {new.fence} while the job is at fence {job.fence}",
+                          job=_job(job), before=_job(prev))
+            if new.number in numbers or new.fence <= last_fence:
+                self.fail("fence_never_overwritten", f"job {job.id}: interpretation {new.number} "
+                          f"(fence {new.fence}) overwrote an earlier staging", job=_job(job))
+            numbers.append(new.number)
+            last_fence = new.fence
+        if prev is not None and job.bundle != prev.bundle and job.bundle is not None \
+                and len(now) == len(before):
+            self.fail("fence_never_overwritten", f"job {job.id}: bundle changed without a new "
+                      "staged interpretation", job=_job(job))
+        if job.state in STAGED_STATES and (not now or now[-1].bundle != job.bundle):
+            self.fail("fence_never_overwritten", f"job {job.id} is {job.state.value} with a "
+                      "bundle that is not its latest interpretation", job=_job(job))
+        self.interpretations[job.id] = now
+
+    def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
+        job_id, interpretation, call = key
+        calls = self.world.model.calls
+        job = self.world.jobs.job_table.get(job_id)
+        if job is None:
+            self.fail("job_budgets", f"model call for unknown job {job_id}")
+            return
+        if key in calls:
+            self.fail("job_budgets", f"job {job_id} reservation {call} was used for two model "
+                      "calls", job=_job(job))
+        made = sum(1 for (j, i, _) in calls if (j, i) == (job_id, interpretation)) + 1
+        if made > job.max_model_calls or call > job.max_model_calls:
+            self.fail("job_budgets", f"job {job_id} interpretation {interpretation} made "
+                      f"{made} model calls (limit {job.max_model_calls})", job=_job(job))
+        events = self.world.jobs.event_log.get(job_id, [])
+        reserved = any(e.kind is EventKind.STARTED and e.call == call
+                       and e.interpretation == interpretation for e in events)
+        if not reserved or job.lease_owner != worker or job.interpretation != interpretation:
+            self.fail("job_budgets", f"job {job_id} model call {call} went out without a "
+                      "reservation under its live lease", job=_job(job), worker=worker)
+
+    # -- once healed ---------------------------------------------------------------
+
+    def final(self, check_liveness: bool) -> None:
+        self.after_write()
+        self._check_usage()
+        self._check_receipts()
+        if check_liveness:
+            for job in self.world.jobs.job_table.values():
+                if not (job.state.terminal or job.state.waiting):
+                    self.fail("job_liveness", f"job {job.id} is still {job.state.value} after "
+                              "heal", job=_job(job))
+
+    def _check_usage(self) -> None:
+        store, calls = self.world.jobs, self.world.model.calls
+        for job_id, events in store.event_log.items():
+            started = {e.fence: (e.interpretation, e.call) for e in events
+                       if e.kind is EventKind.STARTED and e.call is not None}
+            for e in events:
+                if e.kind not in (EventKind.COMPLETED, EventKind.FAILED) or e.usage is None:
+                    continue
+                call = started.get(e.fence)
+                record = calls.get((job_id, *call)) if call is not None else None
+                if record is None or record.returned != e.usage:
+                    known = None if record is None else record.returned
+                    self.fail("usage_never_fabricated", f"job {job_id} fence {e.fence} records "
+                              f"usage {e.usage.model_dump()} the model never returned "
+                              f"(returned: {known})", event=e.index)
+        # Usage a live worker received is kept, even when its result was fenced out.
+        closed = self._closed_attempts()
+        for job_id, events in store.event_log.items():
+            for e in events:
+                if e.kind is not EventKind.STARTED or e.call is None:
+                    continue
+                record = calls.get((job_id, e.interpretation, e.call))
+                if record is None or record.returned is None or (job_id, e.fence) not in closed:
+                    continue
+                kept = any(o.fence == e.fence and o.usage == record.returned for o in events
+                           if o.kind in (EventKind.COMPLETED, EventKind.FAILED))
+                if not kept:
+                    self.fail("usage_never_fabricated", f"job {job_id} fence {e.fence}: usage "
+                              f"{record.returned.model_dump()} reached a live worker but is "
+                              "not in the attempt log")
+
+    def _closed_attempts(self) -> set[tuple[UUID, int]]:
+        """(job, fence) attempts whose run_once returned normally (from the trace)."""
+        closed: set[tuple[UUID, int]] = set()
+        for rec in self.world.trace.records():
+            if rec["event"] == "jobs.step" and rec["data"].get("returned") \
+                    and rec["data"].get("claimed"):
+                job, fence = rec["data"]["claimed"]
+                closed.add((UUID(job), int(fence)))
+        return closed
+
+    def _check_receipts(self) -> None:
+        store = self.world.jobs
+        for rec in self.world.trace.records():
+            if rec["event"] != "evidence.received":
+                continue
+            data = rec["data"]
+            evidence = store.evidence_table.get(UUID(data["evidence"]))
+            job = store.job_table.get(UUID(data["job"]))
+            if evidence is None or evidence.digest != data["digest"]:
+                self.fail("evidence_kept", f"received evidence {data['evidence']} is gone or "
+                          "changed")
+            if job is None or job.evidence_id != UUID(data["evidence"]):
+                self.fail("evidence_kept", f"the job {data['job']} of received evidence "
+                          f"{data['evidence']} is gone")
+
+
+class ServiceChecks:
+    """Seed 000 "Service job attempts": proof before failure, one effect per key."""
+
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+        self.world = checker.world
+        self.attempts: dict[UUID, ServiceJobAttempt] = {}
+        self.digests: dict[str, str] = {}
+        """The digest each key first reached the provider with."""
+
+    def fail(self, invariant: str, message: str, **records: Any) -> None:
+        self.checker.fail(invariant, message, **records)
+
+    def after_write(self) -> None:
+        for attempt_id, attempt in self.world.services.attempt_table.items():
+            prev = self.attempts.get(attempt_id)
+            if prev is not attempt:
+                self._attempt_changed(prev, attempt)
+        self.attempts = dict(self.world.services.attempt_table)
+
+    def _attempt_changed(self, prev: ServiceJobAttempt | None, a: ServiceJobAttempt) -> None:
+        provider = self.world.provider
+        if prev is not None:
+            if prev.request_digest != a.request_digest or prev.idempotency_key != \
+                    a.idempotency_key:
+                self.fail("service_key_payload", f"attempt {a.id} changed its key or payload",
+                          before=_attempt(prev), after=_attempt(a))
+            if prev.state.terminal and (prev.state, prev.result) != (a.state, a.result):
+                self.fail("service_no_fabricated_failure", f"terminal attempt {a.id} changed "
+                          f"{prev.state.value} -> {a.state.value}", after=_attempt(a))
+        proofs = sum(1 for e in a.evidence if e.kind in RESUBMIT_PROOFS)
+        if a.transmissions > 1 + proofs:
+            self.fail("service_single_effect", f"attempt {a.id} transmitted {a.transmissions} "
+                      f"times on {proofs} proofs", attempt=_attempt(a))
+        entered = prev is None or prev.state is not a.state
+        if not entered or not a.state.terminal:
+            return
+        job = provider.job_of(a.idempotency_key, a.provider_job_id)
+        last = a.evidence[-1].kind if a.evidence else None
+        if a.state is ServiceState.FAILED and a.transmissions:
+            proved = (
+                (last in FAILED_PROOFS and not provider.by_key.get(a.idempotency_key))
+                or (last is EvidenceKind.LOOKUP_FOUND and job is not None
+                    and job.status is ProviderStatus.FAILED)
+            )
+            if not proved:
+                self.fail("service_no_fabricated_failure", f"attempt {a.id} FAILED on "
+                          f"{last.value if last else 'no'} evidence while the provider job is "
+                          f"{job.status.value if job else 'absent'}", attempt=_attempt(a))
+        if a.state is ServiceState.SUCCEEDED and (
+            job is None or job.status is not ProviderStatus.SUCCEEDED
+        ):
+            self.fail("service_no_fabricated_failure", f"attempt {a.id} SUCCEEDED while the "
+                      f"provider job is {job.status.value if job else 'absent'}",
+                      attempt=_attempt(a))
+        if a.state is ServiceState.CANCELLED:
+            live = provider.live_jobs(a.idempotency_key)
+            if live:
+                self.fail("service_cancel_contained", f"attempt {a.id} CANCELLED while provider "
+                          f"job {live[0].job_id} is {live[0].status.value}", attempt=_attempt(a))
+
+    def on_provider_transmission(self, key: str, digest: str) -> None:
+        first = self.digests.setdefault(key, digest)
+        if first != digest:
+            self.fail("service_key_payload", f"key {key} reached the provider with a changed "
+                      "payload", key=key)
+
+    def on_provider_effect(self, key: str) -> None:
+        started = self.world.provider.by_key.get(key, [])
+        if len(started) > 1:
+            self.fail("service_single_effect", f"key {key} started {len(started)} provider "
+                      f"jobs: {', '.join(started)}", key=key)
+
+    def final(self, check_liveness: bool) -> None:
+        self.after_write()
+        self._check_prepares()
+        if not check_liveness:
+            return
+        provider = self.world.provider
+        for a in self.world.services.attempt_table.values():
+            if a.state.terminal:
+                continue
+            if a.state is not ServiceState.INDETERMINATE:
+                self.fail("service_liveness", f"attempt {a.id} is still {a.state.value} after "
+                          "heal", attempt=_attempt(a))
+            job = provider.job_of(a.idempotency_key, a.provider_job_id)
+            recorded = any(e.kind in CONTAINMENT and e.transmission == a.transmissions
+                           for e in a.evidence)
+            if job is not None or not recorded:
+                self.fail("service_liveness", f"attempt {a.id} is INDETERMINATE after heal "
+                          f"{'with provider job ' + job.job_id if job else 'without evidence'}",
+                          attempt=_attempt(a))
+
+    def _check_prepares(self) -> None:
+        """A changed payload for a key is refused; the same payload never is."""
+        store = self.world.services
+        for rec in self.world.trace.records():
+            if rec["event"] != "service.prepare":
+                continue
+            data = rec["data"]
+            attempt_id = store.key_index.get(data["key"])
+            stored = store.attempt_table.get(attempt_id) if attempt_id else None
+            if stored is None:
+                continue
+            same = stored.request_digest == data["digest"]
+            if data["outcome"] == "prepared" and not same:
+                self.fail("service_key_payload", f"key {data['key']} accepted a changed payload",
+                          key=data["key"])
+            if data["outcome"] == "ServicePayloadConflict" and same:
+                self.fail("service_key_payload", f"key {data['key']} refused its own payload",
+                          key=data["key"])
