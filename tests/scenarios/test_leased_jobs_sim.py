@@ -1,0 +1,205 @@
+"""The `leased_jobs` (seed 004) and `service` (seed 000, "Service job attempts")
+scenarios: they hold over fixed seeds, every new fault kind has its effect,
+and the checker catches test-only breaks of the fences they rely on."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from runtime.jobs.models import EventKind, JobState
+from runtime.service import EvidenceKind, ServiceState
+from sim.checker import INVARIANTS
+from sim.faults.plan import AtPoint, FaultKind, FaultPlan, PlannedFault
+from sim.kernel import SimResult, run_simulation
+from sim.world import World
+
+SEEDS = range(1, 16)
+LEASED_KINDS = {"worker_crash", "worker_stall", "late_result", "model_hang", "model_reply_lost"}
+SERVICE_KINDS = {"worker_crash", "provider_duplicate", "lookup_lies", "service_ack_lost",
+                 "service_timeout"}
+
+
+def _world(result: SimResult) -> World:
+    assert result.world is not None
+    return result.world
+
+
+def _planned(scenario: str, seed: int, point: str, kind: FaultKind, amount: float = 0.0
+             ) -> SimResult:
+    """One fault at the first hit of `point`, nothing else; it must fire and every
+    invariant must hold."""
+    fault = PlannedFault(trigger=AtPoint(point=point, nth=1), fault=kind, amount=amount)
+    result = run_simulation(seed, scenario, "calm", FaultPlan(faults=[fault]))
+    assert result.coverage["kinds"] == {kind.value: 1}
+    assert result.ok, (result.invariant, result.violation, result.error)
+    return result
+
+
+@pytest.mark.parametrize(("scenario", "kinds"), [("leased_jobs", LEASED_KINDS),
+                                                 ("service", SERVICE_KINDS)])
+def test_scenario_holds_over_fixed_swarm_seeds(scenario: str, kinds: set[str]) -> None:
+    results = [run_simulation(seed, scenario, "swarm") for seed in SEEDS]
+    assert [(r.seed, r.invariant, r.error) for r in results if not r.ok] == []
+    assert all(r.runs > 0 and r.boots == 0 for r in results)  # work, and no Vessel boots
+    fired: Counter[str] = Counter()
+    for r in results:
+        fired.update(r.coverage["kinds"])
+    assert kinds <= set(fired), f"never fired: {sorted(kinds - set(fired))}"
+
+
+def test_the_new_invariants_are_catalogued_with_their_seed() -> None:
+    for name in ("fence_never_overwritten", "job_budgets", "evidence_kept",
+                 "usage_never_fabricated", "job_liveness"):
+        assert INVARIANTS[name].source.startswith("seed 004")
+    for name in ("service_no_fabricated_failure", "service_single_effect",
+                 "service_key_payload", "service_cancel_contained", "service_liveness"):
+        assert INVARIANTS[name].source.startswith("seed 000")
+
+
+def test_same_seed_same_trace_and_a_recorded_plan_replays_it() -> None:
+    for scenario in ("leased_jobs", "service"):
+        first = run_simulation(5, scenario, "swarm")
+        assert run_simulation(5, scenario, "swarm").trace_hash == first.trace_hash
+        assert first.fired.faults
+        assert run_simulation(5, scenario, "swarm", first.fired).trace_hash == first.trace_hash
+
+
+# -- leased jobs: each fault kind ---------------------------------------------------------
+
+
+def test_a_late_result_from_an_old_fence_is_refused_and_its_usage_kept() -> None:
+    world = _world(_planned("leased_jobs", 1, "jobs.stage", FaultKind.LATE_RESULT, 200.0))
+    refused = [e for events in world.jobs.event_log.values() for e in events
+               if e.refused is not None]
+    assert refused and all(e.kind is EventKind.COMPLETED and e.usage is not None
+                           for e in refused)
+    (job_id,) = {e.job_id for e in refused}
+    newer = world.jobs.interpretation_table[job_id]
+    assert [i.fence for i in newer] == [world.jobs.job_table[job_id].fence]
+
+
+def test_a_worker_stalled_past_its_lease_loses_the_job_to_another() -> None:
+    world = _world(_planned("leased_jobs", 1, "jobs.reserve_model_call", FaultKind.WORKER_STALL,
+                            200.0))
+    (events,) = [e for e in world.jobs.event_log.values()
+                 if any(x.kind is EventKind.EXPIRED_LEASE for x in e)]
+    stalled = next(e.worker for e in events if e.kind is EventKind.EXPIRED_LEASE)
+    staged = [e for e in events if e.kind is EventKind.COMPLETED]
+    assert staged and staged[-1].worker != stalled and staged[-1].fence == 2
+
+
+def test_a_hung_model_call_ends_at_the_deadline_with_unknown_usage() -> None:
+    world = _world(_planned("leased_jobs", 1, "model.extract", FaultKind.MODEL_HANG))
+    failed = [e for events in world.jobs.event_log.values() for e in events
+              if e.kind is EventKind.FAILED and "deadline of 45 s" in e.detail]
+    assert len(failed) == 1 and failed[0].usage is None
+    assert [c.outcome for c in world.model.calls.values()].count("hung") == 1
+
+
+def test_a_lost_model_reply_is_billed_but_recorded_as_unknown_not_zero() -> None:
+    world = _world(_planned("leased_jobs", 1, "model.extract", FaultKind.MODEL_REPLY_LOST))
+    (lost,) = [c for c in world.model.calls.values() if c.outcome == "lost"]
+    assert lost.billed is not None and lost.returned is None
+    failed = [e for events in world.jobs.event_log.values() for e in events
+              if e.kind is EventKind.FAILED and "ConnectionResetError" in e.detail]
+    assert len(failed) == 1 and failed[0].usage is None
+
+
+def test_a_worker_crash_mid_call_keeps_the_budget_spent_and_the_evidence() -> None:
+    result = _planned("leased_jobs", 1, "model.extract", FaultKind.WORKER_CRASH)
+    world = _world(result)
+    (crashed,) = [k for k, c in world.model.calls.items() if c.outcome == "crashed"]
+    job = world.jobs.job_table[crashed[0]]
+    assert job.state is JobState.PUBLISHED and job.model_calls_reserved == 2
+    assert job.evidence_id in world.jobs.evidence_table
+    kinds = [e.kind for e in world.jobs.event_log[job.id]]
+    assert kinds == [EventKind.STARTED, EventKind.EXPIRED_LEASE, EventKind.STARTED,
+                     EventKind.COMPLETED]
+    assert any(json.loads(line)["event"] == "process.crash" for line in result.trace_lines)
+
+
+# -- service attempts: each fault kind -------------------------------------------------------
+
+
+def _effects(world: World) -> dict[str, int]:
+    return {key: len(jobs) for key, jobs in world.provider.by_key.items()}
+
+
+def test_a_duplicated_submission_is_one_effect_at_a_replaying_provider() -> None:
+    world = _world(_planned("service", 2, "service.driver.submit", FaultKind.PROVIDER_DUPLICATE))
+    assert world.provider.replays_same_key
+    assert len(world.provider.received) == sum(_effects(world).values()) + 1
+    assert set(_effects(world).values()) == {1}
+
+
+def test_a_lying_lookup_is_reconciled_once_it_tells_the_truth() -> None:
+    world = _world(_planned("service", 2, "service.driver.lookup", FaultKind.LOOKUP_LIES, 200.0))
+    (lied,) = [a for a in world.services.attempt_table.values()
+               if any(e.kind is EvidenceKind.LOOKUP_ABSENT for e in a.evidence)]
+    assert lied.state.terminal and lied.transmissions == 1
+    assert set(_effects(world).values()) == {1}
+
+
+@pytest.mark.parametrize(("kind", "evidence"), [
+    (FaultKind.SERVICE_ACK_LOST, EvidenceKind.SUBMIT_ERROR),
+    (FaultKind.SERVICE_TIMEOUT, EvidenceKind.SUBMIT_TIMEOUT),
+])
+def test_a_lost_or_late_acknowledgement_never_fabricates_failure(
+    kind: FaultKind, evidence: EvidenceKind
+) -> None:
+    world = _world(_planned("service", 1, "service.driver.submit", kind))
+    (attempt,) = [a for a in world.services.attempt_table.values()
+                  if any(e.kind is evidence for e in a.evidence)]
+    (job_id,) = world.provider.by_key[attempt.idempotency_key]
+    job = world.provider.jobs[job_id]
+    assert attempt.provider_job_id == job.job_id
+    assert attempt.state.value == job.status.value.upper()  # the provider's truth, adopted
+    assert attempt.transmissions == 1 and set(_effects(world).values()) == {1}
+
+
+def test_a_crash_after_the_cas_to_submitting_never_resubmits_blindly() -> None:
+    world = _world(_planned("service", 1, "service.begin_submit", FaultKind.WORKER_CRASH))
+    assert not world.provider.lookup_proves_absence and not world.provider.replays_same_key
+    (stuck,) = [a for a in world.services.attempt_table.values() if not a.state.terminal]
+    assert stuck.state is ServiceState.INDETERMINATE and stuck.transmissions == 1
+    assert stuck.evidence[-1].kind is EvidenceKind.LOOKUP_ABSENT
+    assert stuck.idempotency_key not in world.provider.by_key  # contained: no effect
+
+
+def test_a_crash_before_the_provider_id_is_persisted_is_adopted_by_lookup() -> None:
+    world = _world(_planned("service", 1, "service.driver.submit", FaultKind.WORKER_CRASH))
+    first = world.provider.jobs["prov-1"]
+    attempt_id = world.services.key_index[first.key]
+    attempt = world.services.attempt_table[attempt_id]
+    assert attempt.provider_job_id == "prov-1" and attempt.transmissions == 1
+    assert EvidenceKind.ACCEPTED not in [e.kind for e in attempt.evidence]
+    assert EvidenceKind.LOOKUP_FOUND in [e.kind for e in attempt.evidence]
+
+
+# -- the checker catches test-only breaks --------------------------------------------------
+
+
+def _first_violation(scenario: str, break_name: str, seeds: range) -> SimResult:
+    for seed in seeds:
+        result = run_simulation(seed, scenario, "swarm", break_name=break_name)
+        if result.violation is not None:
+            return result
+    raise AssertionError(f"{break_name} went unnoticed over {seeds}")
+
+
+def test_staging_that_ignores_the_fence_is_caught() -> None:
+    broken = _first_violation("leased_jobs", "stage_fence", range(1, 40))
+    assert broken.invariant == "fence_never_overwritten"
+    assert "staged from fence" in broken.violation.message  # type: ignore[union-attr]
+    again = run_simulation(broken.seed, "leased_jobs", "swarm", break_name="stage_fence")
+    assert again.trace_hash == broken.trace_hash
+    assert run_simulation(broken.seed, "leased_jobs", "swarm").ok
+
+
+def test_resubmitting_without_proof_is_caught() -> None:
+    broken = _first_violation("service", "blind_resubmit", range(1, 60))
+    assert broken.invariant == "service_single_effect"
+    assert run_simulation(broken.seed, "service", "swarm").ok
