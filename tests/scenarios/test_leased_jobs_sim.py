@@ -121,6 +121,21 @@ def test_a_worker_crash_mid_call_keeps_the_budget_spent_and_the_evidence() -> No
     assert any(json.loads(line)["event"] == "process.crash" for line in result.trace_lines)
 
 
+def test_a_model_errors_usage_is_kept_when_its_retry_is_fenced_out() -> None:
+    """Regression: the usage a retryable model error reported was dropped when the
+    worker stalled past its lease and its schedule_retry was refused."""
+    faults = [
+        PlannedFault(trigger=AtPoint(point="model.extract", nth=1), fault=FaultKind.ACTOR_FAIL),
+        PlannedFault(trigger=AtPoint(point="jobs.schedule_retry", nth=1),
+                     fault=FaultKind.WORKER_STALL, amount=200.0),
+    ]
+    result = run_simulation(1, "leased_jobs", "calm", FaultPlan(faults=faults))
+    assert result.ok, (result.invariant, result.violation, result.error)
+    world = _world(result)
+    (kept,) = [e for events in world.jobs.event_log.values() for e in events if e.refused]
+    assert kept.kind is EventKind.FAILED and kept.usage is not None and kept.fence == 1
+
+
 # -- service attempts: each fault kind -------------------------------------------------------
 
 
