@@ -138,6 +138,12 @@ class RunChannel:
         """Tee later persisted events to `sink` (the current hop's Step writer)."""
         self._sink = sink
 
+    def detach(self, sink: EventSink) -> None:
+        """Stop teeing to `sink`, unless a later hop has attached its own writer since:
+        an old hop finishing late must never unhook the current hop's Steps."""
+        if self._sink is sink:
+            self._sink = None
+
     def snapshot(self) -> dict[str, Any]:
         """The owner's authoritative record, detached."""
         return copy.deepcopy(dict(self.snapshot_source()))

@@ -62,7 +62,7 @@ class HopEvents:
         tb: TracebackType | None,
     ) -> None:
         if self.channel is not None and not self.channel.closed:
-            self.channel.attach(None)
+            self.channel.detach(self.writer)
         await self.writer.__aexit__(exc_type, exc, tb)
 
     def track(self, run: Run) -> None:

@@ -420,3 +420,27 @@ async def test_bus_is_bounded_and_evicts_closed_channels_first() -> None:
     await a.close()
     bus.open(UUID(int=3), Record())
     assert bus.get(UUID(int=1)) is None and len(bus) == 2
+
+
+async def test_a_late_hop_cannot_unhook_the_current_hops_writer() -> None:
+    """Seed 000: a parked hop's channel is reused by the resumed hop; when the old
+    hop finishes late it detaches only its own writer, never the new one."""
+    from uuid import uuid4
+
+    from runtime.events.channel import RunChannel
+
+    class Sink:
+        def __init__(self) -> None:
+            self.kinds: list[str] = []
+
+        async def write(self, event: Any) -> None:
+            self.kinds.append(event.kind)
+
+    old, new = Sink(), Sink()
+    channel = RunChannel(uuid4(), lambda: {}, sink=old)
+    channel.attach(new)  # the resumed hop took the channel over
+    channel.detach(old)  # the parked hop finishes late
+    await channel.publish("run.done", {})
+    assert new.kinds == ["run.done"] and old.kinds == []
+    channel.detach(new)
+    assert channel.snapshot() == {}
