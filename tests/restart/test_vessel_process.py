@@ -26,12 +26,9 @@ import httpx
 import psycopg
 import pytest
 
-from harness.receipts.process import TOKEN, VesselProcess
+from harness.receipts.process import AUTH, VesselProcess
 
 pytestmark = pytest.mark.restart
-
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
 
 @pytest.fixture
 def processes() -> Iterator[list[VesselProcess]]:
