@@ -321,39 +321,65 @@ def gate(
 
 @app.command()
 def receipts(
-    window: Annotated[list[str] | None, typer.Option(help="a window (repeatable)")] = None,
+    window: Annotated[list[str] | None, typer.Option(
+        help="a window, a leased check (leased.*) or a window a leased check proves "
+             "(repeatable)")] = None,
     all_windows: Annotated[bool, typer.Option("--all", help="every catalogued window")] = False,
+    leased: Annotated[bool, typer.Option(
+        "--leased/--no-leased",
+        help="also run the real-process leased-job checks (seed 004) unless windows are "
+             "named")] = True,
     out_dir: Annotated[Path, typer.Option("--out", help="where receipts go")] = Path("receipts"),
     dsn: Annotated[str | None, typer.Option(help="a PostgreSQL server to create databases on")]
     = None,
 ) -> None:
-    """Prove crash windows with real two-boot PostgreSQL lifecycles."""
+    """Prove crash windows with real two-boot PostgreSQL lifecycles, and leased-job checks.
+
+    Exit 1 when any receipt failed, 2 on a usage or environment error.
+    """
     from harness.pg import PostgresUnavailable, provision
     from harness.receipts.index import write_index
-    from harness.receipts.lifecycle import prove, selected
+    from harness.receipts.leased_checks import run_check
+    from harness.receipts.lifecycle import prove
+    from harness.receipts.selection import choose
 
     try:
-        chosen = selected(window or [], all_windows)
+        chosen, checks = choose(window or [], all_windows, leased)
     except KeyError as exc:
         _die(str(exc.args[0]))
     if dsn:
         os.environ["HARNESS_PG_DSN"] = dsn
+    failed = 0
     try:
         with provision() as server:
-            table = Table(title=f"restart receipts ({server.source} PostgreSQL)")
-            for col in ("window", "verdict", "boot 1", "pids", "note"):
-                table.add_column(col)
-            failed = 0
-            for w in chosen:
-                receipt = prove(w, server.dsn, out_dir)
-                boots = receipt.get("boots", [])
-                failed += receipt["verdict"] == "failed"
-                table.add_row(w.point, receipt["verdict"],
-                              str(boots[0].get("exit_signal")) if boots else "",
-                              ", ".join(str(b.get("pid")) for b in boots),
-                              str(receipt.get("reason") or "; ".join(receipt.get("problems", [])))
-                              [:80])
-            out.print(table)
+            if chosen:
+                table = Table(title=f"restart receipts ({server.source} PostgreSQL)")
+                for col in ("window", "verdict", "boot 1", "pids", "note"):
+                    table.add_column(col)
+                for w in chosen:
+                    receipt = prove(w, server.dsn, out_dir)
+                    boots = receipt.get("boots", [])
+                    failed += receipt["verdict"] == "failed"
+                    table.add_row(w.point, receipt["verdict"],
+                                  str(boots[0].get("exit_signal")) if boots else "",
+                                  ", ".join(str(b.get("pid")) for b in boots),
+                                  str(receipt.get("reason")
+                                      or "; ".join(receipt.get("problems", [])))[:80])
+                out.print(table)
+            if checks:
+                table = Table(title=f"leased jobs, seed 004 ({server.source} PostgreSQL)")
+                for col in ("check", "verdict", "proves", "seconds", "pids", "note"):
+                    table.add_column(col)
+                for check in checks:
+                    receipt = run_check(check, server.dsn, out_dir)
+                    failed += receipt["verdict"] != "proved"
+                    table.add_row(check.name, receipt["verdict"], check.proves or "",
+                                  f"{receipt.get('seconds', 0):.1f}",
+                                  ", ".join(str(p.get("pid"))
+                                            for p in receipt.get("processes", [])),
+                                  str(receipt.get("reason")
+                                      or "; ".join(receipt.get("problems", [])))[:80])
+                out.print(table)
     except PostgresUnavailable as exc:
         _die(str(exc))
     write_index(out_dir)

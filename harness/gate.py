@@ -3,7 +3,9 @@
 A policy (TOML) names campaigns (scenarios x profile x seeds), a wall-clock
 budget, the minimum fires per catalogued fault point, the share of seeds
 re-run in fresh processes to audit determinism, and whether restart
-receipts are required (and for which windows). The gate runs all of it and
+receipts are required (and for which windows; with them, unless
+`require_leased = false`, every real-process leased-job check of seed 004
+must be proved too). The gate runs all of it and
 checks the fault catalogue both ways. Verdict: ship (exit 0), do not ship
 (exit 1); a broken policy or environment is exit 2 before anything runs.
 """
@@ -74,6 +76,9 @@ class Policy(BaseModel):
     min_fires_per_point: int = Field(default=1, ge=0)
     determinism_audit_fraction: float = Field(default=0.01, ge=0.0, le=1.0)
     require_receipts: bool = False
+    require_leased: bool = True
+    """With `require_receipts`: every leased-job check (harness.receipts.leased_checks)
+    runs and must be proved on this code."""
     receipts_dir: str = "receipts"
     windows: list[str] = Field(default_factory=list)
     campaign: list[CampaignSpec] = Field(min_length=1)
@@ -251,15 +256,44 @@ def _receipts(policy: Policy, root: Path, result: GateResult) -> None:
         if not same_code:
             detail = "receipt is for other code (digest mismatch): re-run harness receipts"
         result.checks.append(Check("receipts", window, proved and same_code, detail))
+    if policy.require_leased:
+        _leased_receipts(doc, result)
+
+
+def _leased_receipts(index: dict[str, Any], result: GateResult) -> None:
+    """Every leased-job check must be proved on this code: a failed one blocks shipping."""
+    from harness.receipts.leased_checks import LEASED_CHECKS
+
+    entries = {e["check"]: e for e in index.get("leased", [])}
+    for name in LEASED_CHECKS:
+        entry = entries.get(name)
+        if entry is None:
+            result.checks.append(Check("leased receipts", name, False, "missing"))
+            continue
+        same_code = entry.get("code_digest") == result.digest
+        proved = entry.get("verdict") == "proved"
+        detail = "proved" if proved else f"verdict {entry.get('verdict')}"
+        if entry.get("reason") and not proved:
+            detail += f": {entry['reason']}"
+        if proved and not same_code:
+            detail = "receipt is for other code (digest mismatch): re-run harness receipts"
+        result.checks.append(Check("leased receipts", name, proved and same_code, detail,
+                                   float(entry.get("seconds") or 0.0)))
 
 
 def _prove_receipts(policy: Policy, root: Path, result: GateResult) -> None:
-    """Run the two-boot lifecycle for every required window on this code."""
+    """Run the two-boot lifecycle for every required window on this code, and the
+    leased-job checks (all of them under `require_leased`, else those a named window needs)."""
     from harness.pg import PostgresUnavailable, provision
     from harness.receipts.index import write_index
-    from harness.receipts.lifecycle import prove, selected
+    from harness.receipts.leased_checks import run_check
+    from harness.receipts.lifecycle import prove
+    from harness.receipts.selection import choose
 
-    windows = selected(policy.windows, everything=not policy.windows)
+    windows, checks = choose(policy.windows, everything=not policy.windows,
+                             leased=policy.require_leased)
+    if policy.require_leased:
+        _, checks = choose([], leased=True)
     try:
         with provision() as server:
             for window in windows:
@@ -267,6 +301,14 @@ def _prove_receipts(policy: Policy, root: Path, result: GateResult) -> None:
                 receipt = prove(window, server.dsn, root)
                 result.checks.append(Check(
                     "receipts-run", window.point, receipt["verdict"] != "failed",
+                    receipt.get("reason") or "; ".join(receipt.get("problems", [])) or "ran",
+                    time.perf_counter() - started,
+                ))
+            for check in checks:
+                started = time.perf_counter()
+                receipt = run_check(check, server.dsn, root)
+                result.checks.append(Check(
+                    "receipts-run", check.name, receipt["verdict"] == "proved",
                     receipt.get("reason") or "; ".join(receipt.get("problems", [])) or "ran",
                     time.perf_counter() - started,
                 ))

@@ -1,4 +1,12 @@
-"""The index of all windows: proved, failed or missing (index.json, .md, .html)."""
+"""The index of all receipts: proved, failed, stale or missing (index.json, .md, .html).
+
+Two sections. `windows`: every catalogued crash window (runtime.faults
+CATALOGUE) with its two-boot restart receipt, or, when no Vessel lifecycle
+reaches it, the leased-job receipt that names it in `proves` (its
+`proved_by`). `leased`: every real-process check of leased delegated jobs
+(seed 004, harness.receipts.leased_checks). A receipt proved on other code
+(its `code_digest` differs from this code's) is `stale`.
+"""
 
 from __future__ import annotations
 
@@ -8,56 +16,113 @@ from pathlib import Path
 from typing import Any
 
 from harness.catalogue_check import code_digest
+from harness.receipts.leased_checks import LEASED_CHECKS
 from runtime.faults import CATALOGUE
+
+LEASED_TITLE = "leased jobs (seed 004)"
+
+
+def _verdict(doc: dict[str, Any] | None, digest: str) -> str:
+    if doc is None:
+        return "missing"
+    verdict = str(doc.get("verdict", "failed"))
+    if verdict == "proved" and doc.get("code_digest") != digest:
+        return "stale"
+    return verdict
+
+
+def _reason(doc: dict[str, Any] | None) -> str:
+    doc = doc or {}
+    return str(doc.get("reason") or "; ".join(doc.get("problems", [])))
 
 
 def write_index(out: Path) -> dict[str, Any]:
-    receipts = {}
+    receipts: dict[str, dict[str, Any]] = {}
     for path in sorted(out.glob("*.json")):
         if path.name == "index.json":
             continue
         doc = json.loads(path.read_text())
-        receipts[doc["window"]] = doc
+        if isinstance(doc, dict) and "window" in doc:
+            receipts[doc["window"]] = doc
     digest = code_digest()
     windows = []
     for point in CATALOGUE:
         doc = receipts.get(point)
-        verdict = doc["verdict"] if doc else "missing"
-        if doc and doc.get("code_digest") != digest and verdict == "proved":
-            verdict = "stale"
+        proved_by = None
+        if doc is None or doc.get("verdict") == "missing":  # no Vessel lifecycle reaches it
+            by = [receipts[name] for name in LEASED_CHECKS
+                  if name in receipts and receipts[name].get("proves") == point]
+            if by:
+                doc, proved_by = by[0], by[0]["window"]
+        boots = (doc or {}).get("boots") or []
         windows.append({
-            "window": point, "verdict": verdict,
+            "window": point, "verdict": _verdict(doc, digest),
             "code_digest": doc.get("code_digest") if doc else None,
-            "reason": (doc or {}).get("reason") or "; ".join((doc or {}).get("problems", [])),
-            "pids": [b.get("pid") for b in (doc or {}).get("boots", [])],
-            "boot1_signal": ((doc or {}).get("boots") or [{}])[0].get("exit_signal"),
+            "reason": _reason(doc), "proved_by": proved_by,
+            "pids": [b.get("pid") for b in boots]
+            or [p.get("pid") for p in (doc or {}).get("processes", [])],
+            "boot1_signal": (boots or [{}])[0].get("exit_signal"),
         })
-    index = {"code_digest": digest, "windows": windows}
+    leased = []
+    for name, check in LEASED_CHECKS.items():
+        doc = receipts.get(name)
+        leased.append({
+            "check": name, "verdict": _verdict(doc, digest), "scenario": check.scenario,
+            "proves": check.proves, "code_digest": doc.get("code_digest") if doc else None,
+            "reason": _reason(doc), "seconds": (doc or {}).get("seconds"),
+            "pids": [p.get("pid") for p in (doc or {}).get("processes", [])],
+        })
+    index = {"code_digest": digest, "windows": windows, "leased": leased}
     (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     (out / "index.md").write_text(_markdown(index))
     (out / "index.html").write_text(_html(index))
     return index
 
 
+def _pids(entry: dict[str, Any]) -> str:
+    return ", ".join(str(p) for p in entry["pids"] if p)
+
+
+def _note(entry: dict[str, Any]) -> str:
+    by = f"by {entry['proved_by']}" if entry.get("proved_by") else ""
+    return "; ".join(x for x in (by, entry["reason"]) if x)
+
+
 def _markdown(index: dict[str, Any]) -> str:
     lines = ["# Restart receipts", "", f"Code digest `{index['code_digest'][:16]}`.", "",
              "| window | verdict | boot 1 | pids | note |", "|---|---|---|---|---|"]
     for w in index["windows"]:
-        pids = ", ".join(str(p) for p in w["pids"] if p)
-        lines.append(f"| {w['window']} | {w['verdict']} | {w['boot1_signal'] or ''} | {pids} "
-                     f"| {w['reason']} |")
+        lines.append(f"| {w['window']} | {w['verdict']} | {w['boot1_signal'] or ''} "
+                     f"| {_pids(w)} | {_note(w)} |")
+    lines += ["", f"## {LEASED_TITLE[0].upper()}{LEASED_TITLE[1:]}", "",
+              "| check | verdict | proves | seconds | pids | scenario | note |",
+              "|---|---|---|---|---|---|---|"]
+    for c in index["leased"]:
+        lines.append(f"| {c['check']} | {c['verdict']} | {c['proves'] or ''} "
+                     f"| {c['seconds'] if c['seconds'] is not None else ''} | {_pids(c)} "
+                     f"| {c['scenario']} | {c['reason']} |")
     return "\n".join(lines) + "\n"
 
 
+COLOUR = {"proved": "#dff3e3", "failed": "#fdd", "missing": "#eee", "stale": "#fff3cd"}
+
+
+def _row(verdict: str, cells: list[str]) -> str:
+    tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+    return f"<tr style='background:{COLOUR.get(verdict, '#fff')}'>{tds}</tr>"
+
+
 def _html(index: dict[str, Any]) -> str:
-    colour = {"proved": "#dff3e3", "failed": "#fdd", "missing": "#eee", "stale": "#fff3cd"}
     rows = "".join(
-        f"<tr style='background:{colour.get(w['verdict'], '#fff')}'>"
-        f"<td>{html.escape(w['window'])}</td><td>{w['verdict']}</td>"
-        f"<td>{html.escape(str(w['boot1_signal'] or ''))}</td>"
-        f"<td>{html.escape(', '.join(str(p) for p in w['pids'] if p))}</td>"
-        f"<td>{html.escape(w['reason'])}</td></tr>"
+        _row(w["verdict"], [w["window"], w["verdict"], str(w["boot1_signal"] or ""), _pids(w),
+                            _note(w)])
         for w in index["windows"]
+    )
+    leased = "".join(
+        _row(c["verdict"], [c["check"], c["verdict"], c["proves"] or "",
+                            "" if c["seconds"] is None else str(c["seconds"]), _pids(c),
+                            c["scenario"], c["reason"]])
+        for c in index["leased"]
     )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>Restart receipts</title>"
@@ -65,5 +130,8 @@ def _html(index: dict[str, Any]) -> str:
         "padding:.3rem .6rem}table{border-collapse:collapse}</style></head><body>"
         f"<h1>Restart receipts</h1><p>Code digest <code>{index['code_digest'][:16]}</code></p>"
         "<table><tr><th>window</th><th>verdict</th><th>boot 1 ended by</th><th>pids</th>"
-        f"<th>note</th></tr>{rows}</table></body></html>\n"
+        f"<th>note</th></tr>{rows}</table>"
+        f"<h2>{html.escape(LEASED_TITLE[0].upper() + LEASED_TITLE[1:])}</h2>"
+        "<table><tr><th>check</th><th>verdict</th><th>proves</th><th>seconds</th><th>pids</th>"
+        f"<th>scenario</th><th>note</th></tr>{leased}</table></body></html>\n"
     )

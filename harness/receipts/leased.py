@@ -8,7 +8,8 @@ over HTTP and signals; `Lifecycle.finish` then reads every PostgreSQL row
 that matters (the ledger dump, the SAQ jobs, each leased job with its
 evidence, attempt events and interpretations), runs the simulator's
 history-free invariants and the leased checks below, and writes one JSON
-receipt, the same spirit as `harness.receipts.lifecycle`.
+receipt, the same spirit as `harness.receipts.lifecycle`. The checks
+themselves (one named scenario each) are `harness.receipts.leased_checks`.
 
 Leased checks (seed 004_85033eb8fc772f12.txt, "Leases and fences", "Bounded
 retries", "Alpha.2 accounting"; seed 000, "Delegated AgentJob labor"):
@@ -91,6 +92,7 @@ class WorkerProcess:
     started_at: float = 0.0
     ended_at: float | None = None
     signals: list[str] = field(default_factory=list)
+    paused: bool = False
 
     @property
     def log(self) -> Path:
@@ -136,6 +138,16 @@ class WorkerProcess:
         assert self.proc is not None
         self.signals.append(signum.name)
         self.proc.send_signal(signum)
+
+    def pause(self) -> None:
+        """SIGSTOP: the whole process stalls (its lease renewals too), as in a long GC
+        pause or a frozen VM; `resume` lets it go on where it stood."""
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
 
     def wait_exit(self, within: float) -> int:
         assert self.proc is not None
@@ -298,9 +310,15 @@ class Lifecycle:
     notes: list[dict[str, Any]] = field(default_factory=list)
     receipt: dict[str, Any] = field(default_factory=dict)
     t0: float = field(default_factory=time.monotonic)
+    out: Path | None = None
+    """Where the receipt goes (default: `workdir`, beside the process logs)."""
 
     def note(self, text: str, **data: Any) -> None:
         self.notes.append({"t": round(time.monotonic() - self.t0, 3), "note": text, **data})
+
+    def observe(self, **facts: Any) -> None:
+        """Facts the check saw while driving (the receipt's `observed`), for readers and tests."""
+        self.receipt.setdefault("observed", {}).update(facts)
 
     def vessel(self, name: str, *, crash_at: str | None = None, migrate: bool = False,
                port: int | None = None) -> VesselProcess:
@@ -322,6 +340,8 @@ class Lifecycle:
         """Stop whatever still runs: SIGTERM first (recorded), SIGKILL if it lingers."""
         for worker in self.workers:
             if worker.returncode is None and worker.proc is not None:
+                if worker.paused:
+                    worker.resume()
                 worker.signal(signal.SIGTERM)
                 try:
                     worker.wait_exit(15)
@@ -363,23 +383,32 @@ class Lifecycle:
                                       for b in self.vessels]
                                      + [w.describe() for w in self.workers])
         self.receipt["ended_at"] = time.time()
-        path = self.workdir / f"{self.name}.json"
+        self.receipt["seconds"] = round(self.receipt["ended_at"]
+                                        - self.receipt.get("started_at", self.receipt["ended_at"]),
+                                        2)
+        path = (self.out or self.workdir) / f"{self.name}.json"
         path.write_text(json.dumps(self.receipt, indent=2, sort_keys=True, default=str) + "\n")
         return path
 
 
 @contextmanager
-def lifecycle(name: str, scenario: str, dsn: str, workdir: Path) -> Iterator[Lifecycle]:
-    """A Lifecycle whose receipt is written however the check ends (a failure included)."""
+def lifecycle(name: str, scenario: str, dsn: str, workdir: Path, *, out: Path | None = None,
+              proves: str | None = None) -> Iterator[Lifecycle]:
+    """A Lifecycle whose receipt is written however the check ends (a failure included).
+
+    `name` is the receipt's `window` too (e.g. `leased.worker_killed_reclaimed`);
+    `proves` names the catalogued crash window the check proves, if it proves one.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
-    life = Lifecycle(name, scenario, dsn, workdir)
-    life.receipt.update(check=name, window=f"leased.{name}", scenario=scenario,
-                        code_digest=code_digest(), versions=versions(dsn),
+    life = Lifecycle(name, scenario, dsn, workdir, out=out)
+    life.receipt.update(check=name, window=name, kind="leased", scenario=scenario,
+                        proves=proves, code_digest=code_digest(), versions=versions(dsn),
                         started_at=time.time())
     try:
         yield life
     except BaseException as exc:
-        life.receipt.update(verdict="failed", reason=f"{type(exc).__name__}: {exc}")
+        reason = f"{type(exc).__name__}: {exc}"
+        life.receipt.update(verdict="failed", reason=reason, problems=[reason])
         raise
     finally:
         life.close()
@@ -439,7 +468,8 @@ def leased_row(dsn: str, job_id: str) -> dict[str, Any] | None:
     with psycopg.connect(dsn, connect_timeout=5) as conn:
         cur = conn.execute(
             "SELECT state, fence, lease_owner, lease_expires_at, lease_renewed_at, "
-            "attempts_used, model_calls_reserved, error FROM leased_job WHERE id = %s",
+            "attempts_used, model_calls_reserved, settled_fence, bundle, error "
+            "FROM leased_job WHERE id = %s",
             (job_id,))
         row = cur.fetchone()
         if row is None:

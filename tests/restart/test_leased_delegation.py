@@ -1,16 +1,18 @@
 """Delegated jobs run by a real second process, and the worker's faults (issue 8 item 6).
 
-Every check here starts real processes on a fresh PostgreSQL database: a
-`vessel serve --agents leased --workspace delegates` (the Vessel submits a
-`delegate` Run's AgentJob as a leased job) and one or more `vessel jobs
-work` processes (short leases: 3 s, renewed every second, so no check
-waits 90 s). A check drives them over HTTP and with signals, then
-`harness.receipts.leased` reads every row that matters and asserts the
-budgets held and no evidence was lost (one leased job and one evidence row
-per AgentJob, the request preserved exactly, attempts and reserved calls
-within their limits, one `started` event per reserved call, every claim
-closed), plus the simulator's history-free invariants. Each check writes a
-JSON receipt into its tmp dir.
+Each test runs one named check of `harness.receipts.leased_checks` (the
+same checks `harness receipts` proves): real processes on a fresh
+PostgreSQL database, a `vessel serve --agents leased --workspace delegates`
+(the Vessel submits a `delegate` Run's AgentJob as a leased job) and one or
+more `vessel jobs work` processes (short leases: 3 s, renewed every second,
+so no check waits 90 s), driven over HTTP and with signals. The check
+requires every step of its scenario and then `harness.receipts.leased`
+reads every row that matters and checks the budgets held and no evidence was
+lost (one leased job and one evidence row per AgentJob, the request
+preserved exactly, attempts and reserved calls within their limits, one
+`started` event per reserved call, every claim closed), plus the
+simulator's history-free invariants. The test asserts the receipt proved it
+and reads the check's facts back from the receipt (written into its tmp dir).
 
 Seed 004_85033eb8fc772f12.txt ("Real process tests cover restart, bounded
 CLI drain, a hung request, lost acknowledgements and repeated crashes") and
@@ -21,437 +23,272 @@ from __future__ import annotations
 
 import json
 import signal
-import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from harness.receipts.leased import (
-    Lifecycle,
-    agent_job_of,
-    event_kinds,
-    leased_row,
-    lifecycle,
-    submit_delegate,
-    the_agent_job,
-    wait_for,
-    wait_run,
-)
-from harness.receipts.process import AUTH, VesselProcess
+from harness.receipts.leased_checks import LEASED_CHECKS, run_check
 from runtime.adapters.leased_agents import WITHDRAWN
 from runtime.jobs.rules import EXHAUSTED_CALLS
 
 pytestmark = [pytest.mark.restart, pytest.mark.timeout(180)]
 
-DONE_WITHIN_S = 30.0
-"""The delegate relay passes every 5 s; a job takes well under a second."""
 
-
-@pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=15) as c:
-        yield c
-
-
-def proved(life: Lifecycle, run_id: str | None, expect: str | None) -> dict[str, Any]:
-    receipt = life.finish(run_id=run_id, expect=expect)
-    assert receipt["verdict"] == "proved", json.dumps(receipt["problems"], indent=2)
+def proved(name: str, pg_dsn: str, tmp_path: Path) -> dict[str, Any]:
+    receipt = run_check(name, pg_dsn, tmp_path)
+    assert receipt["verdict"] == "proved", receipt.get("reason") or json.dumps(
+        receipt.get("problems"), indent=2)
+    assert receipt["window"] == name and not receipt["problems"]
     assert all(inv["held"] for inv in receipt["invariants"])
+    assert json.loads((tmp_path / f"{name}.json").read_text())["verdict"] == "proved"
     return receipt
 
 
-def job_of(life: Lifecycle, run_id: str) -> str:
-    return wait_for(lambda: agent_job_of(life.dsn, run_id), 15, f"the AgentJob of {run_id}")
+def the_job(receipt: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The one leased job of the check, and its attempt events, as the receipt holds them."""
+    (record,) = receipt["leased"]
+    return record["job"], record["events"]
 
 
-def wait_job(life: Lifecycle, job_id: str, what: str, test: Any,
-             within: float = 20.0) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        row = leased_row(life.dsn, job_id)
-        return row if row is not None and test(row) else None
-
-    return wait_for(probe, within, f"leased job {job_id}: {what}")
+def kinds(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(e["kind"], int(e["fence"])) for e in events]
 
 
-def calling(fence: int) -> Any:
-    """The worker of `fence` reserved its model call and is inside it."""
-    return lambda row: ("started", fence) in event_kinds(row) and row["fence"] == fence
+def process(receipt: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [p for p in receipt["processes"] if p["name"] == name]
+    return found
 
 
-def started_vessel(life: Lifecycle, client: httpx.Client, name: str = "vessel",
-                   **options: Any) -> VesselProcess:
-    boot = life.vessel(name, migrate=not life.vessels, **options)
-    body = boot.wait_ready(client)
-    life.note(f"{name} ready", boot_id=body.get("boot_id"))
-    return boot
+def at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
 
 
 # -- (a) the job crosses processes ------------------------------------------------------
 
 
 def test_a_delegate_run_is_executed_by_a_separate_worker_process(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("delegated_across_processes", "vessel serve + vessel jobs work",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        worker = life.worker("worker-1")
-        worker.wait_ready()
-
-        run_id = submit_delegate(client, vessel, "across-1", task="translate")
-        assert run_id is not None
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        life.note("Run ended", status=view["status"])
-        job_id = job_of(life, run_id)
-        job = leased_row(life.dsn, job_id)
-        assert job is not None
-
-        assert view["status"] == "DONE", view
-        answer = view["result"]["answer"]
-        assert answer["assertions"] == [{"subject": "task", "value": "translate"}]
-        assert answer["leased_job"] == job_id == view["agent_job_id"]
-        assert job["state"] == "published" and job["fence"] == 1
-        assert event_kinds(job) == [("started", 1), ("completed", 1)]
-        assert {e["worker"] for e in job["events"]} == {"worker-1"}  # the other process
-        assert job["events"][1]["usage"] is not None
-
-        worker.signal(signal.SIGTERM)
-        assert worker.wait_exit(15) == 0
-        assert vessel.stop() in (0, -signal.SIGTERM)
-        proved(life, run_id, "DONE")
-    assert (tmp_path / "delegated_across_processes.json").exists()
+    receipt = proved("leased.cross_process_delegate", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    seen = receipt["observed"]
+    assert receipt["final"] == "DONE"
+    assert seen["answer"]["assertions"] == [{"subject": "task", "value": "translate"}]
+    assert seen["answer"]["leased_job"] == seen["job_id"] == seen["agent_job_id"] == job["id"]
+    assert job["state"] == "published" and job["fence"] == 1
+    assert kinds(events) == [("started", 1), ("completed", 1)]
+    assert {e["worker"] for e in events} == {"worker-1"}  # the other process
+    assert events[1]["usage"] is not None
+    assert seen["worker_exit"] == 0
+    assert seen["vessel_exit"] in (0, -signal.SIGTERM)
+    vessel, worker = process(receipt, "vessel"), process(receipt, "worker-1")
+    assert vessel["pid"] != worker["pid"] and worker["kind"] == "vessel jobs work"
 
 
 # -- (b) a worker killed mid-job, another reclaiming after the lease expired ------------
 
 
 def test_a_worker_killed_mid_job_is_reclaimed_by_another_after_lease_expiry(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("worker_killed_mid_job", "SIGKILL inside the model call, reclaim",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        first = life.worker("worker-1", model_script="hang", model_deadline_s=60)
-        run_id = submit_delegate(client, vessel, "killed-1")
-        assert run_id is not None
-        job_id = job_of(life, run_id)
-        claimed = wait_job(life, job_id, "worker-1 inside its call", calling(1))
-        renewed = wait_job(life, job_id, "worker-1 renewed its lease",
-                           lambda r: r["lease_renewed_at"] > claimed["lease_renewed_at"])
-        assert renewed["lease_expires_at"] > claimed["lease_expires_at"]
-        life.note("worker-1 holds a renewed lease", expires=str(renewed["lease_expires_at"]))
-
-        first.kill()  # SIGKILL: no drain, nothing written after this instant
-        killed = leased_row(life.dsn, job_id)
-        assert killed is not None and killed["lease_owner"] == "worker-1"
-        assert killed["state"] == "queued" and killed["model_calls_reserved"] == 1
-        life.note("worker-1 killed", lease_expires_at=str(killed["lease_expires_at"]))
-
-        second = life.worker("worker-2")
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and view["status"] == "DONE", view
-        assert event_kinds(job) == [("started", 1), ("expired_lease", 1), ("started", 2),
-                                    ("completed", 2)]
-        reclaimed_at = _claim_time(life, job_id, fence=2)
-        assert reclaimed_at >= killed["lease_expires_at"]  # never inside a live lease
-        assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
-        assert [e["worker"] for e in job["events"]] == ["worker-1", "worker-1", "worker-2",
-                                                        "worker-2"]
-        # the killed call's usage was never returned: no completed event, not a zero bill
-        assert not any(e["kind"] == "completed" and e["fence"] == 1 for e in job["events"])
-
-        second.signal(signal.SIGTERM)
-        assert second.wait_exit(15) == 0
-        proved(life, run_id, "DONE")
-
-
-def _claim_time(life: Lifecycle, job_id: str, fence: int) -> datetime:
-    import psycopg
-
-    with psycopg.connect(life.dsn) as conn:
-        row = conn.execute(
-            "SELECT at FROM leased_job_event WHERE job_id = %s AND fence = %s "
-            "ORDER BY idx LIMIT 1", (job_id, fence)).fetchone()
-    assert row is not None
-    value: datetime = row[0]
-    return value
+    receipt = proved("leased.worker_killed_reclaimed", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    seen = receipt["observed"]
+    assert at(seen["renewed_lease_expires_at"]) > at(seen["claimed_lease_expires_at"])
+    assert process(receipt, "worker-1")["exit_signal"] == "SIGKILL"
+    assert seen["killed_lease_owner"] == "worker-1" and seen["killed_calls_reserved"] == 1
+    assert receipt["final"] == "DONE"
+    assert kinds(events) == [("started", 1), ("expired_lease", 1), ("started", 2),
+                             ("completed", 2)]
+    # never inside a live lease
+    assert at(seen["reclaimed_at"]) >= at(seen["killed_lease_expires_at"])
+    assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
+    assert [e["worker"] for e in events] == ["worker-1", "worker-1", "worker-2", "worker-2"]
+    # the killed call's usage was never returned: no completed event, not a zero bill
+    assert not any(e["kind"] == "completed" and e["fence"] == 1 for e in events)
+    assert process(receipt, "worker-2")["exit_code"] == 0
 
 
 # -- (c) bounded drain on SIGTERM --------------------------------------------------------
 
 
 def test_sigterm_drains_for_at_most_ten_seconds_and_the_lease_stays_recoverable(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("bounded_drain", "SIGTERM during a hung call: drain bound, then reclaim",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        first = life.worker("worker-1", model_script="hang", model_deadline_s=60)
-        run_id = submit_delegate(client, vessel, "drain-1")
-        assert run_id is not None
-        job_id = job_of(life, run_id)
-        wait_job(life, job_id, "worker-1 inside its call", calling(1))
-
-        sent = time.monotonic()
-        first.signal(signal.SIGTERM)
-        code = first.wait_exit(20)
-        took = time.monotonic() - sent
-        life.note("worker-1 exited after SIGTERM", exit_code=code, seconds=round(took, 2))
-        assert code == 0, first.output()[-2000:]
-        assert 9.0 <= took <= 12.5, took  # the attempt ran out the 10 s bound
-        assert "drain bound reached" in first.output()
-        assert "one attempt left to its lease" in first.output()
-        left = leased_row(life.dsn, job_id)
-        assert left is not None and left["lease_owner"] == "worker-1"
-        assert left["state"] == "queued"  # nothing written after the bound: recoverable
-
-        second = life.worker("worker-2")
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and view["status"] == "DONE", view
-        assert event_kinds(job) == [("started", 1), ("expired_lease", 1), ("started", 2),
-                                    ("completed", 2)]
-        second.signal(signal.SIGTERM)
-        assert second.wait_exit(15) == 0
-        proved(life, run_id, "DONE")
+    receipt = proved("leased.sigterm_drain_bounded", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    assert job["state"] == "published"
+    seen = receipt["observed"]
+    assert seen["drain_exit"] == 0
+    assert 9.0 <= seen["drain_s"] <= 12.5, seen["drain_s"]  # the attempt ran out the 10 s bound
+    log = (tmp_path / "leased.sigterm_drain_bounded" / "worker-1.log").read_text()
+    assert "drain bound reached" in log and "one attempt left to its lease" in log
+    # nothing written after the bound: recoverable
+    assert seen["left_lease_owner"] == "worker-1" and seen["left_state"] == "queued"
+    assert receipt["final"] == "DONE"
+    assert kinds(events) == [("started", 1), ("expired_lease", 1), ("started", 2),
+                             ("completed", 2)]
+    assert process(receipt, "worker-2")["exit_code"] == 0
 
 
 def test_sigterm_lets_an_attempt_that_ends_within_the_bound_finish(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("drain_completes", "SIGTERM during a 2 s call: the attempt stages",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        worker = life.worker("worker-1", model_script="slow:2")
-        run_id = submit_delegate(client, vessel, "drain-2")
-        assert run_id is not None
-        job_id = job_of(life, run_id)
-        wait_job(life, job_id, "worker-1 inside its call", calling(1))
-
-        sent = time.monotonic()
-        worker.signal(signal.SIGTERM)
-        assert worker.wait_exit(15) == 0
-        took = time.monotonic() - sent
-        life.note("worker-1 exited after SIGTERM", seconds=round(took, 2))
-        assert took < 9.0, took
-        assert "drain bound reached" not in worker.output()
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and job["state"] == "published" and job["lease_owner"] is None
-        assert event_kinds(job) == [("started", 1), ("completed", 1)]
-
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        assert view["status"] == "DONE", view
-        proved(life, run_id, "DONE")
+    receipt = proved("leased.sigterm_attempt_finishes", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    seen = receipt["observed"]
+    assert seen["drain_exit"] == 0 and seen["drain_s"] < 9.0, seen
+    log = (tmp_path / "leased.sigterm_attempt_finishes" / "worker-1.log").read_text()
+    assert "drain bound reached" not in log
+    assert job["state"] == "published" and job["lease_owner"] is None
+    assert kinds(events) == [("started", 1), ("completed", 1)]
+    assert receipt["final"] == "DONE"
 
 
 # -- (d) a hung model request ------------------------------------------------------------
 
 
 def test_a_hung_model_request_times_out_and_a_bounded_retry_publishes(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("hung_model_request", "the first call never answers; 1.5 s deadline",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        worker = life.worker("worker-1", model_script="hang", model_deadline_s=1.5)
-        run_id = submit_delegate(client, vessel, "hung-1")
-        assert run_id is not None
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        job = leased_row(life.dsn, job_of(life, run_id))
-        assert job is not None and view["status"] == "DONE", view
-
-        assert event_kinds(job) == [("started", 1), ("failed", 1), ("started", 2),
-                                    ("completed", 2)]
-        hung = job["events"][1]
-        assert "model deadline of 1.5 s" in hung["detail"]
-        assert hung["usage"] is None  # never returned: unknown, not zero
-        assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
-        assert worker.returncode is None  # the hung call never hung the worker
-        worker.signal(signal.SIGTERM)
-        assert worker.wait_exit(15) == 0
-        proved(life, run_id, "DONE")
+    receipt = proved("leased.hung_model_request", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    assert receipt["final"] == "DONE"
+    assert kinds(events) == [("started", 1), ("failed", 1), ("started", 2), ("completed", 2)]
+    hung = events[1]
+    assert "model deadline of 1.5 s" in hung["detail"]
+    assert hung["usage"] is None  # never returned: unknown, not zero
+    assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
+    assert receipt["observed"]["worker_alive_after_hang"]  # the hung call never hung the worker
+    assert process(receipt, "worker-1")["exit_code"] == 0
 
 
 # -- (e) lost acknowledgements -----------------------------------------------------------
 
 
 def test_a_vessel_killed_after_submitting_adopts_the_job_and_never_starts_it_twice(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("lost_submit_acknowledgement",
-                   "vessel serve SIGKILLed at delegate.submitted, before its park",
-                   pg_fresh_dsn, tmp_path) as life:
-        boot1 = life.vessel("vessel-boot1", crash_at="delegate.submitted", migrate=True)
-        boot1.wait_ready(client)
-        run_id = submit_delegate(client, boot1, "lost-submit-1")
-        code = boot1.wait_death()
-        life.note("boot 1 died", exit_code=code)
-        assert code == -signal.SIGKILL and "crash plan delegate.submitted" in boot1.output()
-        job_id = the_agent_job(life.dsn)
-        assert job_id is not None
-        received = leased_row(life.dsn, job_id)
-        assert received is not None and received["state"] == "queued"  # the commit landed
-
-        boot2 = life.vessel("vessel-boot2", port=boot1.port)
-        boot2.wait_ready(client)
-        replay = submit_delegate(client, boot2, "lost-submit-1")
-        assert replay is not None and (run_id is None or replay == run_id)
-        worker = life.worker("worker-1")
-        view = wait_run(client, boot2, replay, ("DONE", "FAILED"), DONE_WITHIN_S)
-        assert view["status"] == "DONE", view
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and job["fence"] == 1  # adopted: claimed and run once
-        assert event_kinds(job) == [("started", 1), ("completed", 1)]
-        worker.signal(signal.SIGTERM)
-        assert worker.wait_exit(15) == 0
-        proved(life, replay, "DONE")
+    receipt = proved("leased.vessel_killed_after_submit", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    seen = receipt["observed"]
+    assert seen["boot1_exit"] == -signal.SIGKILL
+    boot1 = process(receipt, "vessel-boot1")
+    assert boot1["crash_plan"] == "delegate.submitted" and boot1["exit_signal"] == "SIGKILL"
+    assert seen["received_state"] == "queued"  # the commit landed before the SIGKILL
+    assert seen["boot1_run_id"] is None or seen["boot1_run_id"] == receipt["run_id"]
+    assert receipt["final"] == "DONE"
+    assert job["fence"] == 1  # adopted: claimed and run once
+    assert kinds(events) == [("started", 1), ("completed", 1)]
+    assert process(receipt, "worker-1")["exit_code"] == 0
 
 
 def test_a_worker_killed_after_its_stage_committed_is_not_run_again(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("lost_stage_acknowledgement",
-                   "vessel jobs work SIGKILLed right after stage committed",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        first = life.worker("worker-1", crash_at="stage")
-        run_id = submit_delegate(client, vessel, "lost-stage-1")
-        assert run_id is not None
-        code = first.wait_exit(20)
-        assert code == -signal.SIGKILL and "VESSEL_JOBS_CRASH_AT=stage:1" in first.output()
-        job_id = job_of(life, run_id)
-        staged = leased_row(life.dsn, job_id)
-        assert staged is not None and staged["state"] == "published"
-        life.note("worker-1 died after its stage committed")
-
-        second = life.worker("worker-2")
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        assert view["status"] == "DONE", view
-        time.sleep(1.0)  # worker-2 polls several times: nothing is left to claim
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and job["fence"] == 1
-        assert event_kinds(job) == [("started", 1), ("completed", 1)]
-        second.signal(signal.SIGTERM)
-        assert second.wait_exit(15) == 0
-        assert "stopped after 0 attempt(s)" in second.output()
-        proved(life, run_id, "DONE")
+    receipt = proved("leased.worker_killed_after_stage", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    assert receipt["observed"]["worker1_exit"] == -signal.SIGKILL
+    assert process(receipt, "worker-1")["crash_plan"] == "stage"
+    assert receipt["observed"]["staged_state"] == "published"
+    assert receipt["final"] == "DONE"
+    assert job["fence"] == 1 and job["state"] == "published"
+    assert kinds(events) == [("started", 1), ("completed", 1)]
+    assert process(receipt, "worker-2")["exit_code"] == 0
+    log = (tmp_path / "leased.worker_killed_after_stage" / "worker-2.log").read_text()
+    assert "stopped after 0 attempt(s)" in log
 
 
 def test_a_lost_model_reply_is_retried_with_its_usage_unknown(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("lost_model_reply", "the provider's reply is lost in transit once",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        worker = life.worker("worker-1", model_script="lost")
-        run_id = submit_delegate(client, vessel, "lost-reply-1")
-        assert run_id is not None
-        view = wait_run(client, vessel, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        assert view["status"] == "DONE", view
-        job = leased_row(life.dsn, job_of(life, run_id))
-        assert job is not None
-        assert event_kinds(job) == [("started", 1), ("failed", 1), ("started", 2),
-                                    ("completed", 2)]
-        lost = job["events"][1]
-        assert "ConnectionResetError" in lost["detail"] and lost["usage"] is None
-        assert job["model_calls_reserved"] == 2  # the lost call stays spent
-        worker.signal(signal.SIGTERM)
-        assert worker.wait_exit(15) == 0
-        proved(life, run_id, "DONE")
+    receipt = proved("leased.lost_model_reply", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    assert receipt["final"] == "DONE"
+    assert kinds(events) == [("started", 1), ("failed", 1), ("started", 2), ("completed", 2)]
+    lost = events[1]
+    assert "ConnectionResetError" in lost["detail"] and lost["usage"] is None
+    assert job["model_calls_reserved"] == 2  # the lost call stays spent
+    assert process(receipt, "worker-1")["exit_code"] == 0
 
 
 # -- (f) repeated crashes ----------------------------------------------------------------
 
 
 def test_repeated_crashes_spend_the_budget_and_the_run_fails_honestly(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("repeated_crashes",
-                   "two workers die inside their calls and the Vessel dies between them",
-                   pg_fresh_dsn, tmp_path) as life:
-        boot1 = started_vessel(life, client, "vessel-boot1")
-        run_id = submit_delegate(client, boot1, "crashes-1")
-        assert run_id is not None
-        wait_run(client, boot1, run_id, ("AWAITING_DELEGATE",), DONE_WITHIN_S)
-        job_id = job_of(life, run_id)
-
-        first = life.worker("worker-1", crash_at="reserve_model_call")
-        assert first.wait_exit(20) == -signal.SIGKILL
-        life.note("worker-1 died with call 1 reserved")
-        boot1.kill()
-        life.note("vessel boot 1 killed while the Run waits")
-        boot2 = started_vessel(life, client, "vessel-boot2", port=boot1.port)
-
-        second = life.worker("worker-2", crash_at="reserve_model_call")
-        assert second.wait_exit(20) == -signal.SIGKILL  # after worker-1's lease expired
-        life.note("worker-2 died with call 2 reserved")
-        spent = leased_row(life.dsn, job_id)
-        assert spent is not None and spent["model_calls_reserved"] == 2
-
-        third = life.worker("worker-3")
-        view = wait_run(client, boot2, run_id, ("DONE", "FAILED"), DONE_WITHIN_S)
-        assert view["status"] == "FAILED" and "ended FAILED" in view["error"], view
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and job["state"] == "exhausted"
-        assert event_kinds(job) == [("started", 1), ("expired_lease", 1), ("started", 2),
-                                    ("expired_lease", 2), ("failed", 2)]
-        assert EXHAUSTED_CALLS in job["error"]
-        assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
-        assert all(e["usage"] is None for e in job["events"])  # nothing came back: unknown
-        third.signal(signal.SIGTERM)
-        assert third.wait_exit(15) == 0
-        proved(life, run_id, "FAILED")
+    receipt = proved("leased.repeated_crashes", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    seen = receipt["observed"]
+    assert seen["worker1_exit"] == seen["worker2_exit"] == -signal.SIGKILL
+    assert seen["calls_reserved_after_crashes"] == 2
+    assert process(receipt, "vessel-boot1")["exit_signal"] == "SIGKILL"
+    assert receipt["final"] == "FAILED" and "ended FAILED" in receipt["run_error"]
+    assert job["state"] == "exhausted"
+    assert kinds(events) == [("started", 1), ("expired_lease", 1), ("started", 2),
+                             ("expired_lease", 2), ("failed", 2)]
+    assert EXHAUSTED_CALLS in job["error"]
+    assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
+    assert all(e["usage"] is None for e in events)  # nothing came back: unknown
+    assert process(receipt, "worker-3")["exit_code"] == 0
 
 
 # -- cancellation across processes ---------------------------------------------------------
 
 
 def test_cancel_waits_for_the_workers_live_lease_before_recording_cancelled(
-    pg_fresh_dsn: str, tmp_path: Path, client: httpx.Client
+    pg_dsn: str, tmp_path: Path
 ) -> None:
-    with lifecycle("cancel_under_a_live_lease",
-                   "POST /cancel while a worker holds the job's lease",
-                   pg_fresh_dsn, tmp_path) as life:
-        vessel = started_vessel(life, client)
-        worker = life.worker("worker-1", model_script="hang", model_deadline_s=4,
-                             retry_base_s=60)
-        run_id = submit_delegate(client, vessel, "cancel-1")
-        assert run_id is not None
-        job_id = job_of(life, run_id)
-        wait_job(life, job_id, "worker-1 inside its call", calling(1))
-
-        answer = client.post(f"{vessel.url}/runs/{run_id}/cancel", headers=AUTH)
-        life.note("cancel answered", status=answer.status_code, run=answer.json()["status"])
-        assert answer.status_code == 202 and answer.json()["status"] == "CANCELLING"
-        held = leased_row(life.dsn, job_id)
-        assert held is not None and held["lease_owner"] == "worker-1"  # not overridden
-
-        view = wait_run(client, vessel, run_id, ("CANCELLED",), DONE_WITHIN_S)
-        job = leased_row(life.dsn, job_id)
-        assert job is not None and job["state"] == "failed" and job["error"] == WITHDRAWN
-        released = _event_time(life, job_id, "failed", fence=1, first=True)
-        assert released is not None
-        withdrawn = _event_time(life, job_id, "failed", fence=1, first=False)
-        assert withdrawn is not None and datetime.fromisoformat(view["updated_at"]) >= withdrawn
-        assert event_kinds(job) == [("started", 1), ("failed", 1), ("failed", 1)]
-        worker.signal(signal.SIGTERM)
-        assert worker.wait_exit(15) == 0
-        proved(life, run_id, "CANCELLED")
+    receipt = proved("leased.cancel_waits_for_lease", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    seen = receipt["observed"]
+    assert seen["cancel_http_status"] == 202 and seen["cancel_run_status"] == "CANCELLING"
+    assert seen["held_lease_owner"] == "worker-1"  # a live lease is not overridden
+    assert receipt["final"] == "CANCELLED"
+    assert job["state"] == "failed" and job["error"] == WITHDRAWN
+    assert seen["released_at"] is not None
+    assert at(seen["cancelled_at"]) >= at(seen["withdrawn_at"])
+    assert kinds(events) == [("started", 1), ("failed", 1), ("failed", 1)]
+    assert process(receipt, "worker-1")["exit_code"] == 0
 
 
-def _event_time(life: Lifecycle, job_id: str, kind: str, fence: int,
-                first: bool) -> datetime | None:
-    import psycopg
+# -- a late result from an old fence (the job.inference_returned window) -------------------
 
-    order = "ASC" if first else "DESC"
-    with psycopg.connect(life.dsn) as conn:
-        row = conn.execute(
-            f"SELECT at FROM leased_job_event WHERE job_id = %s AND kind = %s AND fence = %s "
-            f"ORDER BY idx {order} LIMIT 1", (job_id, kind, fence)).fetchone()
-    return None if row is None else row[0]
 
+def test_a_stalled_workers_late_result_from_an_old_fence_never_lands_and_its_usage_is_kept(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    receipt = proved("leased.late_result_fenced_out", pg_dsn, tmp_path)
+    assert receipt["proves"] == "job.inference_returned"
+    job, events = the_job(receipt)
+    (record,) = receipt["leased"]
+    seen = receipt["observed"]
+    assert process(receipt, "worker-1")["signals"][:2] == ["SIGSTOP", "SIGCONT"]
+    assert receipt["final"] == "DONE"
+    assert kinds(events) == [("started", 1), ("expired_lease", 1), ("started", 2),
+                             ("completed", 2), ("completed", 1)]
+    late = events[4]
+    assert late["worker"] == "worker-1" and late["refused"] == "stale_fence"
+    assert late["usage"] is not None  # the late reply's usage is kept
+    assert at(seen["reclaimed_at"]) >= at(seen["stalled_lease_expires_at"])
+    assert job["state"] == "published" and job["fence"] == 2 and job["settled_fence"] == 2
+    assert job["bundle"] == seen["bundle"]
+    assert [i["fence"] for i in record["interpretations"]] == [2]
+    assert job["attempts_used"] == 2 and job["model_calls_reserved"] == 2
+    assert process(receipt, "worker-1")["exit_code"] == 0
+    assert process(receipt, "worker-2")["exit_code"] == 0
+
+
+def test_every_leased_check_has_a_test() -> None:
+    tested = {
+        "leased.cross_process_delegate", "leased.worker_killed_reclaimed",
+        "leased.sigterm_drain_bounded", "leased.sigterm_attempt_finishes",
+        "leased.hung_model_request", "leased.vessel_killed_after_submit",
+        "leased.worker_killed_after_stage", "leased.lost_model_reply",
+        "leased.repeated_crashes", "leased.cancel_waits_for_lease",
+        "leased.late_result_fenced_out",
+    }
+    assert set(LEASED_CHECKS) == tested
