@@ -4,8 +4,9 @@ Seed 000_81a5c720b14d934a.txt, "Cancellation, mutation, and recovery": one
 process-local writer is elected per Run; it commits CANCELLING (freezing the
 delivery generation: nothing QUEUED at that sequence can be claimed any
 more), fences the broker's parent job first, then sweeps correlated agent
-jobs and pending consents. Only when every one acknowledged containment does
-`finish_cancel` expose CANCELLED and settle the delivery. Anything short of
+jobs, service attempts and pending consents. Only when every one
+acknowledged containment does `finish_cancel` expose CANCELLED and settle
+the delivery. Anything short of
 that leaves an honest, retryable CANCELLING. Stasis is deleted, best effort,
 only after CANCELLED committed. A Run that completed first makes cancellation
 a no-op; re-reading a CANCELLED Run repeats the sweep and the cleanup.
@@ -29,6 +30,8 @@ from runtime.events.repair import write_or_owe
 from runtime.keys import hop_key
 from runtime.models import AgentJobStatus, ConsentStatus, Run, RunStatus
 from runtime.seams import Deps, JobStatus
+from runtime.service.attempts import cancel as cancel_attempt
+from runtime.service.errors import ServiceError
 from runtime.sessions import KeyedLocks
 
 log = logging.getLogger(__name__)
@@ -94,8 +97,11 @@ class Canceller:
         return await self.contain_children(run)
 
     async def contain_children(self, run: Run) -> bool:
-        """Agent jobs and pending consents of the Run; True when all acknowledged."""
+        """Agent jobs, service attempts and pending consents of the Run; True
+        when all acknowledged."""
         if not await self._contain_agent_jobs(run):
+            return False
+        if not await self._contain_service_attempts(run):
             return False
         for consent in await self.deps.ledger.consents_of(run.id):
             if consent.status is ConsentStatus.PENDING:
@@ -141,4 +147,23 @@ class Canceller:
             await self.deps.ledger.record_agent_job(
                 job.id, AgentJobStatus.CANCELLED, None, self.deps.clock.now()
             )
+        return True
+
+    async def _contain_service_attempts(self, run: Run) -> bool:
+        """Every open attempt the Run owns must end proven terminal: a PREPARED
+        one settles CANCELLED unsent, the rest ask their exact provider job."""
+        services = self.deps.services
+        if services is None:
+            return True
+        for attempt in await services.store.owned_by(run.id):
+            if attempt.state.terminal:
+                continue
+            try:
+                after = await cancel_attempt(services, attempt.id)
+            except ServiceError as exc:
+                log.warning("cancel of %s: service attempt %s refused: %r", run.id, attempt.id,
+                            exc)
+                return False
+            if not after.state.terminal:
+                return False
         return True

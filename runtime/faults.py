@@ -35,6 +35,8 @@ CONSENT_DECIDED = "consent.decided"
 READMIT_COMMITTED = "readmit.committed"
 DELEGATE_CHECKPOINT_SAVED = "delegate.checkpoint_saved"
 DELEGATE_SUBMITTED = "delegate.submitted"
+SERVICE_CHECKPOINT_SAVED = "service.checkpoint_saved"
+SERVICE_PARKED = "service.parked"
 HARDWARE_AWAITING = "hardware.awaiting"
 CANCEL_CANCELLING_COMMITTED = "cancel.cancelling_committed"
 CANCEL_CONTAINED = "cancel.contained"
@@ -106,6 +108,17 @@ CATALOGUE: dict[str, FaultPoint] = {
             DELEGATE_SUBMITTED,
             "agent job recorded and submitted; the Run is not parked",
             "startup parks AWAITING_DELEGATE; resumes only on that job's terminal result",
+        ),
+        FaultPoint(
+            SERVICE_CHECKPOINT_SAVED,
+            "checkpoint naming a new service attempt saved; no attempt row yet",
+            "nothing was sent: the Run is contained and fails as lost",
+        ),
+        FaultPoint(
+            SERVICE_PARKED,
+            "Run parked AWAITING_SERVICE on a PREPARED attempt; nothing sent yet",
+            "a relay or startup sends the attempt once (CAS to SUBMITTING) and "
+            "re-admits the Run only from its proven terminal state",
         ),
         FaultPoint(
             HARDWARE_AWAITING,

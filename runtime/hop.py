@@ -12,6 +12,7 @@ from runtime.errors import ClaimLost
 from runtime.models import AgentJob, Consent, Run, RunStatus
 from runtime.retry import retrying
 from runtime.seams import Deps
+from runtime.service.models import ServiceJobAttempt
 
 
 class EventPublisher(Protocol):
@@ -27,6 +28,8 @@ class HopContext:
     """The decided consent this hop resumed from, read from the ledger."""
     agent_job: AgentJob | None = None
     """The terminal agent job this hop resumed from, read from the ledger."""
+    service_attempt: ServiceJobAttempt | None = None
+    """The terminal service attempt this hop resumed from, read from its store."""
     events: EventPublisher | None = None
     """The Run's event channel in this process (tokens are live-only)."""
 

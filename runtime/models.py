@@ -125,6 +125,7 @@ class Run(Frozen):
     error: str | None = None
     consent_id: UUID | None = None
     agent_job_id: UUID | None = None
+    service_attempt_id: UUID | None = None
 
 
 class RunDelivery(Frozen):
@@ -271,6 +272,9 @@ class CheckpointRecord(Frozen):
     )
     agent_job_id: UUID | None = Field(
         default=None, description="the agent job its first resumable snapshot binds"
+    )
+    service_attempt_id: UUID | None = Field(
+        default=None, description="the service attempt its first resumable snapshot binds"
     )
     updated_at: datetime
 

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -32,6 +32,9 @@ from runtime.models import (
     Settlement,
     Step,
 )
+
+if TYPE_CHECKING:  # the service package builds on these seams; only its type is needed here
+    from runtime.service.attempts import ServiceContext
 
 
 class Clock(Protocol):
@@ -228,6 +231,23 @@ class Ledger(Protocol):
         """The owner CAS for a terminal job owning the current wait."""
         ...
 
+    # -- service waits (seed 000, "Service job attempts") ----------------------
+
+    async def park_service(
+        self, run_id: UUID, seq: int, attempt_id: UUID, now: datetime
+    ) -> Run | None:
+        """RUNNING at `seq` -> AWAITING_SERVICE, only when the checkpoint binds
+        `attempt_id` and that attempt exists and is owned by this Run; the
+        claimed delivery settles in the same transaction."""
+        ...
+
+    async def readmit_after_service(
+        self, run_id: UUID, attempt_id: UUID, now: datetime
+    ) -> RunDelivery | None:
+        """The owner CAS: AWAITING_SERVICE on exactly this attempt, which is
+        terminal and owned by the Run -> QUEUED with a fresh resume delivery."""
+        ...
+
     # -- hardware stasis (seed 003, "Three boundaries") -------------------------
 
     async def await_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None: ...
@@ -376,3 +396,5 @@ class Deps:
     boot_id: str
     agents: AgentRuntime | None = None
     orchestrator: Orchestrator | None = None
+    services: ServiceContext | None = None
+    """Where AWAITING_SERVICE parks send their ServiceJobAttempt@1 records."""

@@ -16,5 +16,6 @@ def checkpoint_record(ctx: HopContext, checkpoint: Checkpoint) -> CheckpointReco
         document=checkpoint.document(),
         consent_id=first.consent_id if first else None,
         agent_job_id=first.agent_job_id if first else None,
+        service_attempt_id=first.service_attempt_id if first else None,
         updated_at=ctx.deps.clock.now(),
     )

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from runtime.graph.snapshots import SCHEMA, Checkpoint, EndSnapshot, NodeSnapshot, SnapshotStatus
 from runtime.graph.transitions import (
     AwaitConsent,
+    AwaitService,
     End,
     Goto,
     NeedHardware,
@@ -113,6 +114,8 @@ class GraphRunner:
                 continue
             if isinstance(transition, AwaitConsent):
                 return await waits.consent(state, transition)
+            if isinstance(transition, AwaitService):
+                return await waits.service(state, transition)
             return await waits.delegate(state, transition)
 
     def _split(self, node: str, outcome: Any) -> tuple[Any, Transition]:

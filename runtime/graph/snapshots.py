@@ -35,6 +35,7 @@ class NodeSnapshot(BaseModel):
     run_id: UUID
     consent_id: UUID | None = None
     agent_job_id: UUID | None = None
+    service_attempt_id: UUID | None = None
 
 
 class EndSnapshot(BaseModel):

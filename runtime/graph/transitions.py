@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.service.models import CapabilityBinding, ToolBinding
+
 
 @dataclass(frozen=True)
 class Goto:
@@ -39,6 +41,17 @@ class AwaitDelegate:
 
 
 @dataclass(frozen=True)
+class AwaitService:
+    """Hand long-running work to a provider as one ServiceJobAttempt@1 under
+    `binding`; resume at `then` with the attempt once it is proven terminal
+    (seed 000, "Service job attempts")."""
+
+    then: str
+    binding: CapabilityBinding | ToolBinding
+    request: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NeedHardware:
     """Wait live for the orchestrator to make `capability` ready; continue at `then`."""
 
@@ -46,4 +59,4 @@ class NeedHardware:
     then: str
 
 
-Transition = Goto | End | AwaitConsent | AwaitDelegate | NeedHardware
+Transition = Goto | End | AwaitConsent | AwaitDelegate | AwaitService | NeedHardware

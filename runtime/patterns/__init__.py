@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from runtime.patterns.basic import CHATTY, ECHO, TWO_STEP
-from runtime.patterns.waits import CONSENT_GATE, DELEGATE, EFFECTFUL, HARDWARE
+from runtime.patterns.waits import CONSENT_GATE, DELEGATE, EFFECTFUL, HARDWARE, SERVICE_CALL
 from runtime.registry import WorkflowRegistry
 
 
 def default_registry() -> WorkflowRegistry:
     registry = WorkflowRegistry()
-    for pattern in (ECHO, TWO_STEP, CHATTY, CONSENT_GATE, DELEGATE, HARDWARE, EFFECTFUL):
+    for pattern in (ECHO, TWO_STEP, CHATTY, CONSENT_GATE, DELEGATE, HARDWARE, EFFECTFUL,
+                    SERVICE_CALL):
         registry.register(pattern)
     return registry
 
 
 __all__ = [
     "CHATTY",
-    "CONSENT_GATE", "DELEGATE", "ECHO", "EFFECTFUL", "HARDWARE", "TWO_STEP", "default_registry",
+    "CONSENT_GATE", "DELEGATE", "ECHO", "EFFECTFUL", "HARDWARE", "SERVICE_CALL", "TWO_STEP",
+    "default_registry",
 ]

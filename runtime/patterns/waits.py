@@ -1,7 +1,8 @@
-"""Patterns that pause: `consent_gate`, `delegate`, `hardware`, `effectful`.
+"""Patterns that pause: `consent_gate`, `delegate`, `service_call`, `hardware`,
+`effectful`.
 
 Used by tests and simulator scenarios. Each reads what resumed it from the
-hop context (the stored verdict or job result), never from its input.
+hop context (the stored verdict, job result or service attempt), never from its input.
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.graph.budget import HardwareState
-from runtime.graph.transitions import AwaitConsent, AwaitDelegate, End, Goto, NeedHardware
+from runtime.graph.transitions import (
+    AwaitConsent,
+    AwaitDelegate,
+    AwaitService,
+    End,
+    Goto,
+    NeedHardware,
+)
 from runtime.hop import HopContext
 from runtime.models import AgentJobStatus, ConsentStatus
 from runtime.registry import Node, Pattern
+from runtime.service.models import CapabilityBinding, ServiceState
 
 
 class GateState(BaseModel):
@@ -69,6 +78,36 @@ async def _adopt(ctx: HopContext, state: DelegateState) -> tuple[DelegateState, 
 DELEGATE = Pattern(
     name="delegate", version=1, state_model=DelegateState,
     nodes=(Node("hand_off", _hand_off), Node("adopt", _adopt)),
+)
+
+
+RENDER = CapabilityBinding(
+    interface="render", profile_revision="r1", profile_digest="sha256:render-r1",
+    operation="render", driver_revision="d1", dialect_revision="v1",
+)
+
+
+class ServiceCallState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = "render"
+
+
+async def _send(ctx: HopContext, state: ServiceCallState) -> tuple[ServiceCallState, Any]:
+    return state, AwaitService(then="collect", binding=RENDER, request={"task": state.task})
+
+
+async def _collect(ctx: HopContext, state: ServiceCallState) -> tuple[ServiceCallState, Any]:
+    attempt = ctx.service_attempt
+    assert attempt is not None, "a resumed service call always carries its terminal attempt"
+    if attempt.state is not ServiceState.SUCCEEDED:
+        raise RuntimeError(f"service attempt {attempt.id} ended {attempt.state.value}")
+    return state, End(result={"attempt": str(attempt.id), "answer": attempt.result})
+
+
+SERVICE_CALL = Pattern(
+    name="service_call", version=1, state_model=ServiceCallState,
+    nodes=(Node("send", _send), Node("collect", _collect)),
 )
 
 

@@ -4,8 +4,9 @@ Seed 000 ("Cancellation, mutation, and recovery") and seed 003 ("Return
 makes a new claim"): process death never guesses a replay. The broker's
 pre-boot job is fenced first. Then the exact pre-park windows are parked:
 a checkpoint of this hop whose first pending snapshot binds this Run and
-the latest non-cancelled consent (or an existing agent job of this Run). A
-decided consent is parked and re-fired. Everything else has its correlated
+the latest non-cancelled consent (or an existing agent job, or service
+attempt, of this Run). A decided consent is parked and re-fired; a parked
+service attempt is left to the service-wait pass that follows. Everything else has its correlated
 effects contained and fails as lost; when containment cannot be proved the
 Run stays nonterminal and the pass is degraded.
 """
@@ -31,6 +32,7 @@ class OrphanVerdict(enum.StrEnum):
     LIVE = "live"
     PARKED_CONSENT = "parked_consent"
     PARKED_DELEGATE = "parked_delegate"
+    PARKED_SERVICE = "parked_service"
     FAILED_LOST = "failed_lost"
     UNCONTAINED = "uncontained"
     MOVED = "moved"
@@ -84,4 +86,10 @@ async def _park_window(engine: RunEngine, run: Run) -> OrphanVerdict | None:
         if await ledger.park_delegate(run.id, run.seq, job.id, now()) is None:
             return None
         return OrphanVerdict.PARKED_DELEGATE
+    if record.service_attempt_id is not None:
+        # park_service verifies the attempt exists and is owned by this Run; the
+        # service-wait pass that follows (startup's or the relay's) sends it.
+        if await ledger.park_service(run.id, run.seq, record.service_attempt_id, now()) is None:
+            return None
+        return OrphanVerdict.PARKED_SERVICE
     return None

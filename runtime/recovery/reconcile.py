@@ -4,7 +4,8 @@ Seed 000_81a5c720b14d934a.txt ("Cancellation, mutation, and recovery"), in
 its order: retry CANCELLING; page terminal Runs to repair missing terminal
 Steps and retry idempotent checkpoint deletion; fence and classify orphaned
 RUNNING / AWAITING_HARDWARE work (park the exact pre-park windows, fail the rest as lost after
-containment); re-admit decided consents and terminal delegated waits; then
+containment); re-admit decided consents, terminal delegated waits and proven service
+waits (sending a parked attempt still PREPARED); then
 recover every QUEUED Run's exact delivery. It is never registered as
 broker-callable work: only a process that knows its own boot cutoff can tell
 orphans from live hops.
@@ -27,6 +28,7 @@ from runtime.recovery.orphans import OrphanVerdict, recover_orphan
 from runtime.recovery.pages import all_runs
 from runtime.stasis.consent import refire_consent
 from runtime.stasis.delegate import refresh_delegate
+from runtime.stasis.service import refresh_service
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,9 @@ async def reconcile_runs(
             report.refired.append(run.id)
     async for run in all_runs(deps.ledger, (RunStatus.AWAITING_DELEGATE,)):
         if await refresh_delegate(engine, run):
+            report.refired.append(run.id)
+    async for run in all_runs(deps.ledger, (RunStatus.AWAITING_SERVICE,)):
+        if await refresh_service(engine, run):
             report.refired.append(run.id)
     recovery = DeliveryRecovery(engine, boot_cutoff)
     async for run in all_runs(deps.ledger, (RunStatus.QUEUED,)):

@@ -4,9 +4,11 @@ Seed 000 ("Cancellation, mutation, and recovery"): the delivery relay finds
 QUEUED Runs whose publication failed, whose acknowledgement was lost, or
 whose broker job died with an earlier boot; the consent and delegated-wait
 relays re-fire verdicts and terminal jobs committed after an earlier clean
-probe; CANCELLING Runs get their containment retried, and orphans of an
-earlier boot whose containment failed at startup are retried too (hops of
-this boot are recognised by their claim and left alone). Each uses the same
+probe; the service relay sends a parked attempt still PREPARED, reconciles
+the rest by lookup and re-admits once one is proven terminal; CANCELLING
+Runs get their containment retried, and orphans of an earlier boot whose
+containment failed at startup are retried too (hops of this boot are
+recognised by their claim and left alone). Each uses the same
 code as startup. Exceptions are isolated per Run within a pass.
 """
 
@@ -29,6 +31,7 @@ from runtime.recovery.orphans import OrphanVerdict, recover_orphan
 from runtime.recovery.scheduler import Cursor, PageScheduler
 from runtime.stasis.consent import refire_consent
 from runtime.stasis.delegate import refresh_delegate
+from runtime.stasis.service import refresh_service
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,7 @@ class Relays:
         await self._step(RunStatus.AWAITING_HARDWARE, self._orphan)
         await self._step(RunStatus.AWAITING_CONSENT, self._consent)
         await self._step(RunStatus.AWAITING_DELEGATE, self._delegate)
+        await self._step(RunStatus.AWAITING_SERVICE, self._service)
         await self._step(RunStatus.QUEUED, lambda r: self._delivery(recovery, r))
         await self._repair_evidence()
 
@@ -95,6 +99,9 @@ class Relays:
 
     async def _delegate(self, run: Run) -> bool:
         return await refresh_delegate(self.engine, run) is not None
+
+    async def _service(self, run: Run) -> bool:
+        return await refresh_service(self.engine, run) is not None
 
     @staticmethod
     async def _delivery(recovery: DeliveryRecovery, run: Run) -> bool:

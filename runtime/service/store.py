@@ -28,6 +28,11 @@ class ServiceAttemptStore(Protocol):
 
     async def by_key(self, idempotency_key: str) -> ServiceJobAttempt | None: ...
 
+    async def owned_by(self, run_id: UUID) -> list[ServiceJobAttempt]:
+        """Every attempt whose owner is this Run, by (created_at, id): what
+        cancellation must contain."""
+        ...
+
     async def begin_submit(self, attempt_id: UUID, now: datetime) -> ServiceJobAttempt:
         """CAS PREPARED -> SUBMITTING (one transmission); IllegalTransition otherwise."""
         ...

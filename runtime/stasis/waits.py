@@ -22,10 +22,11 @@ from runtime import faults
 from runtime.graph.budget import HardwareBudgetExhausted, HardwareState
 from runtime.graph.records import checkpoint_record
 from runtime.graph.snapshots import Checkpoint, NodeSnapshot, SnapshotStatus
-from runtime.graph.transitions import AwaitConsent, AwaitDelegate, NeedHardware
+from runtime.graph.transitions import AwaitConsent, AwaitDelegate, AwaitService, NeedHardware
 from runtime.hop import HopContext
 from runtime.models import AgentJob, Consent, RunStatus, Settlement
 from runtime.registry import Pattern
+from runtime.stasis import service
 
 MAX_CONSENT_ROUNDS = 3
 HARDWARE_TIMEOUT_S = 60.0
@@ -68,6 +69,13 @@ class Waits:
             if job is None or job.id != run.agent_job_id or not job.status.terminal:
                 raise ResumeRefused(f"agent job {snap.agent_job_id} is not a terminal owner")
             return self.ctx.resumed_with(agent_job=job)
+        if snap.service_attempt_id is not None:
+            attempt = await service.terminal_owner(self.ctx.deps, run, snap.service_attempt_id)
+            if attempt is None:
+                raise ResumeRefused(
+                    f"service attempt {snap.service_attempt_id} is not a terminal owner"
+                )
+            return self.ctx.resumed_with(service_attempt=attempt)
         return self.ctx
 
     # -- durable parks ----------------------------------------------------------
@@ -107,6 +115,22 @@ class Waits:
         await deps.faults.point(faults.DELEGATE_SUBMITTED, run_id=run.id)
         parked = await deps.ledger.park_delegate(run.id, self.ctx.seq, job_id, deps.clock.now())
         return Parked(RunStatus.AWAITING_DELEGATE) if parked else FENCED
+
+    async def service(self, state: Any, t: AwaitService) -> Settlement | Parked:
+        """Checkpoint, attempt, park, then send: see `runtime.stasis.service`."""
+        deps, run, seq = self.ctx.deps, self.ctx.run, self.ctx.seq
+        if deps.services is None:
+            return Settlement(status=RunStatus.FAILED, error="no service provider is configured")
+        attempt_id = deps.entropy.new_id()
+        if not await self._save(self._pending(t.then, state, service_attempt_id=attempt_id)):
+            return FENCED
+        await deps.faults.point(faults.SERVICE_CHECKPOINT_SAVED, run_id=run.id)
+        await deps.services.store.prepare(service.attempt_for(deps, run, seq, attempt_id, t))
+        if await deps.ledger.park_service(run.id, seq, attempt_id, deps.clock.now()) is None:
+            return FENCED  # the PREPARED attempt was never sent; containment settles it
+        await deps.faults.point(faults.SERVICE_PARKED, run_id=run.id)
+        await service.send(deps.services, attempt_id)
+        return Parked(RunStatus.AWAITING_SERVICE)
 
     # -- live hardware wait -------------------------------------------------------
 

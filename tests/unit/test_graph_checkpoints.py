@@ -194,7 +194,7 @@ async def test_checkpoint_holds_only_declared_state() -> None:
     assert set(doc) == {"schema", "run_id", "pattern", "pattern_version", "history"}
     for snap in doc["history"]:
         assert set(snap) == {"kind", "node", "state", "status", "run_id", "consent_id",
-                             "agent_job_id"}
+                             "agent_job_id", "service_attempt_id"}
         # The typed state's declared fields, nothing else: no verdict, principal,
         # prompt, grant or handle rides along.
         assert set(snap["state"]) == {"rounds", "approvals", "verdicts"}

@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
+from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.adapters.memory.waits import WaitsMixin
 from runtime.models import (
     Admission,
@@ -55,6 +56,7 @@ class MemoryLedger(WaitsMixin):
     consent_table: dict[UUID, Consent] = field(default_factory=dict)
     agent_job_table: dict[UUID, AgentJob] = field(default_factory=dict)
     checkpoint_table: dict[UUID, CheckpointRecord] = field(default_factory=dict)
+    services: MemoryServiceStore = field(default_factory=MemoryServiceStore)
 
     # -- whole-state copies -------------------------------------------------
 

@@ -54,6 +54,11 @@ class MemoryServiceStore:
         attempt_id = self.key_index.get(idempotency_key)
         return None if attempt_id is None else self.attempt_table[attempt_id]
 
+    async def owned_by(self, run_id: UUID) -> list[ServiceJobAttempt]:
+        await enter()
+        mine = [a for a in self.attempt_table.values() if a.owner.run_id == run_id]
+        return sorted(mine, key=lambda a: (a.created_at, a.id))
+
     async def begin_submit(self, attempt_id: UUID, now: datetime) -> ServiceJobAttempt:
         await enter()
         return self._put(rules.decide_begin_submit(self._attempt(attempt_id), now))

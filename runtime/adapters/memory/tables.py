@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.models import AgentJob, CheckpointRecord, Consent, Run, RunDelivery, Step
 
 
@@ -15,6 +16,8 @@ class Tables:
     consent_table: dict[UUID, Consent]
     agent_job_table: dict[UUID, AgentJob]
     checkpoint_table: dict[UUID, CheckpointRecord]
+    services: MemoryServiceStore
+    """The service attempts the owner CAS of AWAITING_SERVICE reads (same database)."""
 
     def _put_run(self, run: Run, **changes: Any) -> Run:
         new = run.model_copy(update=changes)

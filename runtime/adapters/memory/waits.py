@@ -25,6 +25,7 @@ from runtime.models import (
     RunDelivery,
     RunStatus,
 )
+from runtime.service.models import ServiceJobAttempt
 
 CHECKPOINTABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
 
@@ -225,6 +226,52 @@ class WaitsMixin(Tables):
             or job is None
             or job.run_id != run_id
             or not job.status.terminal
+        ):
+            return None
+        return self._readmit(run, now)
+
+    # -- service waits ----------------------------------------------------------------
+
+    def _owned_attempt(self, run_id: UUID, attempt_id: UUID) -> ServiceJobAttempt | None:
+        attempt = self.services.attempt_table.get(attempt_id)
+        if attempt is None or attempt.owner.run_id != run_id:
+            return None
+        return attempt
+
+    async def park_service(
+        self, run_id: UUID, seq: int, attempt_id: UUID, now: datetime
+    ) -> Run | None:
+        await enter()
+        run = self.run_table.get(run_id)
+        if (
+            run is not None
+            and run.status is RunStatus.AWAITING_SERVICE
+            and run.service_attempt_id == attempt_id
+        ):
+            return run  # repeated after an ambiguous commit
+        checkpoint = self.checkpoint_table.get(run_id)
+        if (
+            self._holds(run_id, seq, (RunStatus.RUNNING,)) is None
+            or self._owned_attempt(run_id, attempt_id) is None
+            or checkpoint is None
+            or checkpoint.service_attempt_id != attempt_id
+        ):
+            return None
+        return self._park(run_id, seq, now, status=RunStatus.AWAITING_SERVICE,
+                          service_attempt_id=attempt_id)
+
+    async def readmit_after_service(
+        self, run_id: UUID, attempt_id: UUID, now: datetime
+    ) -> RunDelivery | None:
+        await enter()
+        run = self.run_table.get(run_id)
+        attempt = self._owned_attempt(run_id, attempt_id)
+        if (
+            run is None
+            or run.status is not RunStatus.AWAITING_SERVICE
+            or run.service_attempt_id != attempt_id
+            or attempt is None
+            or not attempt.state.terminal
         ):
             return None
         return self._readmit(run, now)

@@ -36,6 +36,7 @@ RUN_COLUMNS = (
     "error",
     "consent_id",
     "agent_job_id",
+    "service_attempt_id",
 )
 
 DELIVERY_COLUMNS = (
@@ -98,6 +99,7 @@ def run_params(run: Run) -> Row:
         "error": run.error,
         "consent_id": run.consent_id,
         "agent_job_id": run.agent_job_id,
+        "service_attempt_id": run.service_attempt_id,
     }
 
 
@@ -145,7 +147,9 @@ def step_from_row(row: Row) -> Step:
 
 # -- durable waits -------------------------------------------------------------
 
-CHECKPOINT_COLUMNS = ("run_id", "seq", "document", "consent_id", "agent_job_id", "updated_at")
+CHECKPOINT_COLUMNS = (
+    "run_id", "seq", "document", "consent_id", "agent_job_id", "service_attempt_id", "updated_at",
+)
 
 CONSENT_COLUMNS = (
     "id",
@@ -180,6 +184,7 @@ def checkpoint_params(record: CheckpointRecord) -> Row:
         "document": Jsonb(record.document),
         "consent_id": record.consent_id,
         "agent_job_id": record.agent_job_id,
+        "service_attempt_id": record.service_attempt_id,
         "updated_at": aware(record.updated_at),
     }
 

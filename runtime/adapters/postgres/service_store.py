@@ -68,6 +68,9 @@ GET_BY_KEY = sql.SQL(
 LOCK_BY_KEY = sql.SQL(
     "SELECT {cols} FROM service_job_attempt WHERE idempotency_key = %(key)s FOR UPDATE"
 ).format(cols=_COLS)
+OWNED_BY = sql.SQL(
+    "SELECT {cols} FROM service_job_attempt WHERE run_id = %(run_id)s ORDER BY created_at, id"
+).format(cols=_COLS)
 INSERT = sql.SQL(
     "INSERT INTO service_job_attempt ({cols}) VALUES ({vals}) ON CONFLICT DO NOTHING RETURNING id"
 ).format(cols=_COLS, vals=placeholders(COLUMNS))
@@ -202,6 +205,11 @@ class PostgresServiceStore(Transactional):
         async with self._transaction() as cur:
             row = await maybe(cur, GET_BY_KEY, {"key": idempotency_key})
             return None if row is None else from_row(row)
+
+    async def owned_by(self, run_id: UUID) -> list[ServiceJobAttempt]:
+        async with self._transaction() as cur:
+            await cur.execute(OWNED_BY, {"run_id": run_id})
+            return [from_row(r) for r in await cur.fetchall()]
 
     async def begin_submit(self, attempt_id: UUID, now: datetime) -> ServiceJobAttempt:
         return await self._change(attempt_id, rules.decide_begin_submit, now)

@@ -31,7 +31,8 @@ JOB = _cols(JOB_COLUMNS)
 SAVE_CHECKPOINT = sql.SQL(
     "INSERT INTO run_checkpoint ({cols}) VALUES ({vals}) ON CONFLICT (run_id) DO UPDATE SET "
     "seq = EXCLUDED.seq, document = EXCLUDED.document, consent_id = EXCLUDED.consent_id, "
-    "agent_job_id = EXCLUDED.agent_job_id, updated_at = EXCLUDED.updated_at"
+    "agent_job_id = EXCLUDED.agent_job_id, service_attempt_id = EXCLUDED.service_attempt_id, "
+    "updated_at = EXCLUDED.updated_at"
 ).format(cols=CHECKPOINT, vals=_values(CHECKPOINT_COLUMNS))
 
 GET_CHECKPOINT = sql.SQL("SELECT {cols} FROM run_checkpoint WHERE run_id = %(run_id)s").format(
@@ -96,6 +97,17 @@ PARK_FOR_DELEGATE = sql.SQL(
     "updated_at = %(now)s "
     "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'RUNNING' RETURNING {cols}"
 ).format(cols=RUN)
+
+PARK_FOR_SERVICE = sql.SQL(
+    "UPDATE run SET status = 'AWAITING_SERVICE', service_attempt_id = %(owner)s, "
+    "updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'RUNNING' RETURNING {cols}"
+).format(cols=RUN)
+
+# The owner of a service wait, locked: only its owner Run and terminality matter here.
+LOCK_OWNED_ATTEMPT = sql.SQL(
+    "SELECT state FROM service_job_attempt WHERE id = %(id)s AND run_id = %(run_id)s FOR SHARE"
+).format()
 
 READMIT_RUN = sql.SQL(
     "UPDATE run SET status = 'QUEUED', seq = seq + 1, updated_at = %(now)s "

@@ -52,6 +52,7 @@ from runtime.models import (
     RunDelivery,
     RunStatus,
 )
+from runtime.service.models import ServiceState
 
 CHECKPOINTABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
 
@@ -260,6 +261,48 @@ class WaitsMixin(Transactional):
                 return None
             return await _readmit(cur, run, now)
 
+    # -- service waits ----------------------------------------------------------------
+    # The attempt row is read FOR SHARE after the Run row is locked: service
+    # store transactions lock only their attempt, so the order cannot deadlock.
+
+    async def park_service(
+        self, run_id: UUID, seq: int, attempt_id: UUID, now: datetime
+    ) -> Run | None:
+        async with self._transaction() as cur:
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            if (
+                run is not None
+                and run.status is RunStatus.AWAITING_SERVICE
+                and run.service_attempt_id == attempt_id
+            ):
+                return run  # repeated after an ambiguous commit
+            owned = await _owned_attempt_state(cur, run_id, attempt_id)
+            checkpoint = await _checkpoint(cur, run_id)
+            if (
+                not _holds(run, seq, (RunStatus.RUNNING,))
+                or owned is None
+                or checkpoint is None
+                or checkpoint.service_attempt_id != attempt_id
+            ):
+                return None
+            return await _park(cur, wq.PARK_FOR_SERVICE, run_id, seq, attempt_id, now)
+
+    async def readmit_after_service(
+        self, run_id: UUID, attempt_id: UUID, now: datetime
+    ) -> RunDelivery | None:
+        async with self._transaction() as cur:
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            owned = await _owned_attempt_state(cur, run_id, attempt_id)
+            if (
+                run is None
+                or run.status is not RunStatus.AWAITING_SERVICE
+                or run.service_attempt_id != attempt_id
+                or owned is None
+                or not owned.terminal
+            ):
+                return None
+            return await _readmit(cur, run, now)
+
     # -- hardware -------------------------------------------------------------------
 
     async def await_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
@@ -329,6 +372,13 @@ async def _consent(cur: Cursor, query: Any, consent_id: UUID) -> Consent | None:
 async def _job(cur: Cursor, query: Any, job_id: UUID) -> AgentJob | None:
     row = await maybe(cur, query, {"id": job_id})
     return None if row is None else job_from_row(row)
+
+
+async def _owned_attempt_state(
+    cur: Cursor, run_id: UUID, attempt_id: UUID
+) -> ServiceState | None:
+    row = await maybe(cur, wq.LOCK_OWNED_ATTEMPT, {"id": attempt_id, "run_id": run_id})
+    return None if row is None else ServiceState(row["state"])
 
 
 async def _checkpoint(cur: Cursor, run_id: UUID) -> CheckpointRecord | None:
