@@ -19,11 +19,17 @@ from uuid import UUID
 
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
+from runtime.service.models import ServiceState
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
     from sim.leased import CallKey, ModelCall
     from sim.world import World
+
+OWNER_WAITS = (
+    RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE,
+)
+"""The waits whose owner CAS may return a Run to QUEUED."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +68,14 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("effect_at_most_once", "each effect identity is applied at most once",
                   "DESIGN section 6"),
         Invariant("resume_reads_decided_owner", "a resumed hop is claimed only when the Run's "
-                  "exact consent is decided and not cancelled, or its exact agent job is terminal",
-                  "seed 003 'Return makes a new claim'"),
+                  "exact consent is decided and not cancelled, its exact agent job is terminal, "
+                  "or its exact service attempt is terminal and owned by it",
+                  "seed 003 'Return makes a new claim'; seed 000 'Service job attempts'"),
         Invariant("no_replay_after_death", "nothing moves a Run back to QUEUED except the owner "
-                  "CAS of a consent or delegate wait", "seed 003 'Return makes a new claim'"),
-        Invariant("cancelled_after_containment", "CANCELLED only once the broker job, agent jobs "
-                  "and pending consents of the Run are contained",
+                  "CAS of a consent, delegate or service wait",
+                  "seed 003 'Return makes a new claim'"),
+        Invariant("cancelled_after_containment", "CANCELLED only once the broker job, agent jobs, "
+                  "service attempts and pending consents of the Run are contained",
                   "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("hardware_budget", "at most 8 hardware convergence calls per Run and 3 in a row "
                   "for one capability", "seed 003 'Three boundaries'"),
@@ -79,8 +87,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("fenced_before_rotation", "a delivery is rotated only once the broker job of "
                   "its old sequence is finished or absent", "seed 000 'Cancellation, mutation, "
                   "and recovery'"),
-        Invariant("liveness", "after heal every admitted Run is terminal: nothing QUEUED, RUNNING "
-                  "or CANCELLING remains", "DESIGN section 6"),
+        Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
+                  "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
+                  "CANCELLING remains", "DESIGN section 6"),
         # Leased jobs: seed 004_85033eb8fc772f12.txt.
         Invariant("fence_never_overwritten", "a result stages only under the job's current "
                   "fence: a late result from an old fence never overwrites a newer "
@@ -196,7 +205,7 @@ class Checker:
         if run.status.terminal and not prev.status.terminal:
             self._check_settlement(prev, run)
         if run.status is RunStatus.QUEUED and prev.status is not RunStatus.QUEUED and \
-                prev.status not in (RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE):
+                prev.status not in OWNER_WAITS:
             self.fail("no_replay_after_death", f"Run {run.id} went {prev.status.value} -> QUEUED",
                       before=_brief(prev), after=_brief(run))
         if run.status is RunStatus.CANCELLED and prev.status is not RunStatus.CANCELLED:
@@ -212,6 +221,11 @@ class Checker:
         if live:
             self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while agent job "
                       f"{live[0]} still runs", run=_brief(run))
+        open_ = [a for a in self.world.services.attempt_table.values()
+                 if a.owner.run_id == run.id and not a.state.terminal]
+        if open_:
+            self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while service "
+                      f"attempt {open_[0].id} is {open_[0].state.value}", run=_brief(run))
         pending = [c for c in self.world.ledger.consent_table.values()
                    if c.run_id == run.id and c.status.value == "PENDING"]
         if pending:
@@ -304,6 +318,12 @@ class Checker:
             if job is None or job.run_id != run.id or not job.status.terminal:
                 self.fail("resume_reads_decided_owner", f"Run {run.id} resumed on agent job "
                           f"{run.agent_job_id} that is not terminal", run=_brief(run))
+        if run.service_attempt_id is not None:
+            attempt = self.world.services.attempt_table.get(run.service_attempt_id)
+            if attempt is None or attempt.owner.run_id != run.id or not attempt.state.terminal:
+                self.fail("resume_reads_decided_owner", f"Run {run.id} resumed on service "
+                          f"attempt {run.service_attempt_id} that is not terminal",
+                          run=_brief(run))
 
     def on_converge(self, run_id: UUID, calls: list[str]) -> None:
         try:
@@ -460,12 +480,25 @@ class Checker:
 
     def _check_liveness(self) -> None:
         for run in sorted(self.world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):
-            if not run.status.terminal:
+            if not run.status.terminal and not self._waits_without_proof(run):
                 d = self.world.ledger.delivery_table.get((run.id, run.seq))
                 job = self.world.broker.jobs.get(d.key) if d else None
                 self.fail("liveness", f"Run {run.id} is still {run.status.value} after heal",
                           run=_brief(run), delivery=_brief(d),
                           job=job.info.status.value if job else None)
+
+
+    def _waits_without_proof(self, run: Run) -> bool:
+        return waits_without_proof(self.world, run)
+
+
+def waits_without_proof(world: World, run: Run) -> bool:
+    """AWAITING_SERVICE on an INDETERMINATE attempt: honest until the provider
+    proves something (service_liveness holds the attempt to its own rules)."""
+    if run.status is not RunStatus.AWAITING_SERVICE or run.service_attempt_id is None:
+        return False
+    attempt = world.services.attempt_table.get(run.service_attempt_id)
+    return attempt is not None and attempt.state is ServiceState.INDETERMINATE
 
 
 STATIC_CHECKS: dict[str, tuple[str, ...]] = {
@@ -494,6 +527,7 @@ class _StaticWorld:
             self.ledger.step_log.setdefault(step.run_id, []).append(step)
         self.ledger.consent_table = {c.id: c for c in dump.consents}
         self.ledger.agent_job_table = {j.id: j for j in dump.agent_jobs}
+        self.services = self.ledger.services  # a dump holds no attempts: none are read
         infos = {}
         for key, job in sorted(jobs.items()):
             run_id, seq = parse_hop_key(key)

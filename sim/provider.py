@@ -259,7 +259,7 @@ class SimDriver:
         return contained
 
 
-SERVICE_READS = ("get", "by_key", "open_attempts")
+SERVICE_READS = ("get", "by_key", "owned_by", "open_attempts")
 SERVICE_WRITES = (
     "prepare", "begin_submit", "begin_resubmit", "accept", "mark_running",
     "mark_indeterminate", "settle", "request_cancel", "add_evidence",

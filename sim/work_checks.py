@@ -311,7 +311,7 @@ class ServiceChecks:
             return
         provider = self.world.provider
         for a in self.world.services.attempt_table.values():
-            if a.state.terminal:
+            if a.state.terminal or self._prepared_but_never_parked(a):
                 continue
             if a.state is not ServiceState.INDETERMINATE:
                 self.fail("service_liveness", f"attempt {a.id} is still {a.state.value} after "
@@ -323,6 +323,14 @@ class ServiceChecks:
                 self.fail("service_liveness", f"attempt {a.id} is INDETERMINATE after heal "
                           f"{'with provider job ' + job.job_id if job else 'without evidence'}",
                           attempt=_attempt(a))
+
+    def _prepared_but_never_parked(self, a: ServiceJobAttempt) -> bool:
+        """A PREPARED attempt of a hop that could not park (its Run moved on): it
+        proves nothing was sent, and nothing ever sends it (runtime.stasis.service)."""
+        if a.state is not ServiceState.PREPARED or a.owner.run_id is None:
+            return False
+        run = self.world.ledger.run_table.get(a.owner.run_id)
+        return run is not None and run.service_attempt_id != a.id
 
     def _check_prepares(self) -> None:
         """A changed payload for a key is refused; the same payload never is."""

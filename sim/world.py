@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
+from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete, StartupRefused
@@ -30,12 +31,15 @@ from runtime.patterns import default_registry
 from runtime.registry import WorkflowRegistry
 from runtime.retry import RetryingLedger
 from runtime.seams import Deps, Ledger
+from runtime.service import ServiceAttemptStore, ServiceContext
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
+from sim.faults.plan import FaultKind
 from sim.faults.proxies import SimBroker, SimEffects, SimFaultPoints, SimLedger
 from sim.leased import SimModel
-from sim.provider import SimProvider
+from sim.processes import Process, fire
+from sim.provider import SimDriver, SimProvider, SimServiceStore
 from sim.rng import SeededEntropy, Streams
 from sim.trace import Trace
 
@@ -79,6 +83,7 @@ class Boot:
             boot_id=self.id,
             agents=BootAgents(self, world.agents),
             orchestrator=BootOrchestrator(self, world.orchestrator),
+            services=self._services(world),
         )
         self.vessel = build_vessel(self.deps, registry=world.registry)
         # The PostgreSQL profile is strict: a degraded reconciliation refuses to start,
@@ -90,9 +95,31 @@ class Boot:
         self.stopping = anyio.Event()
         self.stopped_cleanly = False
 
+    def _services(self, world: World) -> ServiceContext:
+        """Service waits of this boot: the world's attempts and provider, through
+        this boot's faults (a crash after a store commit kills the boot)."""
+        proc = cast(Process, self)  # the same liveness surface as a worker process
+        return ServiceContext(
+            store=cast(ServiceAttemptStore, SimServiceStore(world, proc)),
+            driver=SimDriver(world, proc),
+            clock=world.clock,
+        )
+
     def check_alive(self) -> None:
         if not self.alive:
             raise ProcessCrashed(self.id)
+
+    async def guard(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one store transaction with this boot's liveness gate installed."""
+        self.check_alive()
+        token = BEFORE_APPLY.set(self.check_alive)
+        try:
+            return await op()
+        finally:
+            BEFORE_APPLY.reset(token)
+
+    def fire(self, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:
+        return fire(self.world, point, kinds)
 
     def crash(self, reason: str) -> None:
         if not self.alive:
@@ -219,6 +246,7 @@ class World:
         from sim.checker import Checker
 
         self.entropy = SeededEntropy(self.streams.ids)
+        self.ledger.services = self.services  # one database: the owner CAS reads attempts
         self.broker = MemoryBroker(self.clock)
         self.checker = Checker(self)
         self.agents = SimAgentRuntime(self)

@@ -67,8 +67,8 @@ LEDGER_WRITES = (
     "rotate_delivery", "fail_orphan", "append_step", "save_checkpoint", "delete_checkpoint",
     "create_consent", "park_consent", "decide_consent", "cancel_consent",
     "readmit_after_consent", "create_agent_job", "record_agent_job", "park_delegate",
-    "readmit_after_delegate", "await_hardware", "resume_hardware", "begin_cancel",
-    "finish_cancel",
+    "readmit_after_delegate", "park_service", "readmit_after_service", "await_hardware",
+    "resume_hardware", "begin_cancel", "finish_cancel",
 )
 
 

@@ -6,6 +6,10 @@
 - `delegate`: Runs of `delegate` whose agent jobs finish, fail or get lost;
 - `hardware`: Runs of `hardware` needing up to ten capabilities, so budgets
   run out, with a slow or failing orchestrator;
+- `service_wait`: Runs of `service_call` parked AWAITING_SERVICE on a
+  ServiceJobAttempt@1 against the simulated provider (lost acknowledgements,
+  duplicates, lying lookups, timeouts, refusals), some cancelled by an
+  operator, the Vessel crashing between checkpoint, attempt, park and send;
 - `cancel`: a mix of every pattern while an operator cancels Runs.
 """
 
@@ -15,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from sim.checker import waits_without_proof
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
 from sim.scenarios.workload import settle_client, submit_stream
@@ -30,6 +35,8 @@ def content(world: World, pattern: str) -> dict[str, Any]:
                 "approvals": 2 if rng.random() < 0.1 else 1}
     if pattern == "delegate":
         return {"task": rng.choice(("summarise", "translate", "search"))}
+    if pattern == "service_call":
+        return {"task": rng.choice(("render", "transcode", "synthesize"))}
     if pattern == "hardware":
         n = rng.choice((1, 2, 3, 4, 9, 10))
         cap = rng.choice(CAPABILITIES)
@@ -78,6 +85,29 @@ def _describe(name: str) -> str:
 
 CONSENT = _scenario("consent", ("consent_gate",))
 DELEGATE = _scenario("delegate", ("delegate",))
+
+
+async def _service_drive(world: World) -> None:
+    world.provider.configure(world.streams.workload)
+    await _with_people(world, ("service_call",), operator=True)
+
+
+async def _service_heal(world: World) -> None:
+    """Lookups tell the truth again; wait until every Run is terminal or waits
+    honestly on an attempt nothing can prove (the relay does the work)."""
+    world.provider.heal()
+    await settle_client(world)
+    deadline = anyio.current_time() + 3600.0
+    while anyio.current_time() < deadline and not all(
+        r.status.terminal or waits_without_proof(world, r)
+        for r in world.ledger.run_table.values()
+    ):
+        await anyio.sleep(5.0)
+
+
+SERVICE_WAIT = register(
+    Scenario("service_wait", _describe("service_wait"), _service_drive, _service_heal)
+)
 HARDWARE = _scenario("hardware", ("hardware",))
 CANCEL = _scenario(
     "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
