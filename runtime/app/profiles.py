@@ -47,6 +47,7 @@ from runtime.seams import (
     FaultPoints,
     Ledger,
 )
+from runtime.service import ServiceContext, ServiceDriver
 from runtime.worker import Lanes, Worker
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,10 @@ def make_deps(
     faults: FaultPoints | None = None,
     boot_id: str | None = None,
     agents: AgentRuntime | None = None,
+    services: ServiceContext | None = None,
 ) -> Deps:
-    """Deps with production defaults for every seam not given."""
+    """Deps with production defaults for every seam not given. Without
+    `services` no provider is admitted: a service wait fails its Run."""
     entropy = entropy or SystemEntropy()
     return Deps(
         clock=clock or SystemClock(),
@@ -120,6 +123,7 @@ def make_deps(
         # AgentJob labor"): no real provider or orchestrator is admitted yet.
         agents=agents or ReferenceAgentRuntime(),
         orchestrator=ReferenceOrchestrator(),
+        services=services,
     )
 
 
@@ -131,14 +135,22 @@ def memory_vessel(
     clock: Clock | None = None,
     boot_id: str | None = None,
     faults: FaultPoints | None = None,
+    service_driver: ServiceDriver | None = None,
 ) -> Vessel:
     """The memory profile: everything in this process, nothing durable.
 
     `faults` defaults to the no-op; `vessel serve` passes a crash plan here.
+    With `service_driver`, service waits keep their attempts beside the
+    ledger (one memory database) and send them through that driver.
     """
     clock = clock or SystemClock()
+    ledger = MemoryLedger()
+    services = None if service_driver is None else ServiceContext(
+        store=ledger.services, driver=service_driver, clock=clock
+    )
     deps = make_deps(
-        MemoryLedger(), MemoryBroker(clock), clock=clock, boot_id=boot_id, faults=faults
+        ledger, MemoryBroker(clock), clock=clock, boot_id=boot_id, faults=faults,
+        services=services,
     )
     return build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
 
@@ -157,6 +169,7 @@ async def postgres_vessel(
     boot_id: str | None = None,
     faults: FaultPoints | None = None,
     agents: LeasedAgents | None = None,
+    service_driver: ServiceDriver | None = None,
 ) -> AsyncIterator[Vessel]:
     """The PostgreSQL profile for the duration of the block.
 
@@ -167,18 +180,24 @@ async def postgres_vessel(
     `faults` defaults to the no-op; `vessel serve` passes a crash plan here.
     With `agents`, delegated jobs go to the leased job store on the ledger's
     database (`leased_agents`); otherwise the reference agent runtime answers.
+    With `service_driver`, service waits keep their attempts in the ledger's
+    database (the owner CAS reads them there) and send them through it.
     """
     from runtime.adapters.postgres import PostgresLedger
     from runtime.adapters.postgres import migrate as migrate_ledger
     from runtime.adapters.postgres.jobs_store import PostgresJobStore
+    from runtime.adapters.postgres.service_store import PostgresServiceStore
 
     if migrate:
         await migrate_ledger(dsn)
     ledger = await PostgresLedger.connect(dsn)
     job_store: PostgresJobStore | None = None
+    service_store: PostgresServiceStore | None = None
     try:
         if agents is not None:
             job_store = await PostgresJobStore.connect(dsn)
+        if service_driver is not None:
+            service_store = await PostgresServiceStore.connect(dsn)
         missing = missing_ledger_methods(ledger)
         if missing:
             log.warning("PostgresLedger lacks Ledger methods %s: Runs that need them fail",
@@ -192,6 +211,9 @@ async def postgres_vessel(
                 cast(Ledger, ledger), broker, effects=effects, boot_id=boot_id, faults=faults,
                 agents=None if job_store is None or agents is None
                 else leased_runtime(job_store, agents),
+                services=None if service_store is None or service_driver is None
+                else ServiceContext(store=service_store, driver=service_driver,
+                                    clock=SystemClock()),
             )
             yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
         finally:
@@ -199,6 +221,8 @@ async def postgres_vessel(
     finally:
         if job_store is not None:
             await job_store.close()
+        if service_store is not None:
+            await service_store.close()
         await ledger.close()
 
 

@@ -149,6 +149,7 @@ class RunView(BaseModel):
     error: str | None
     consent_id: UUID | None
     agent_job_id: UUID | None
+    service_attempt_id: UUID | None
 
     @classmethod
     def of(cls, run: Run) -> RunView:
@@ -170,6 +171,7 @@ class RunView(BaseModel):
             error=run.error,
             consent_id=run.consent_id,
             agent_job_id=run.agent_job_id,
+            service_attempt_id=run.service_attempt_id,
         )
 
 
