@@ -1,7 +1,8 @@
 """The catalogue of named fault points: the crash windows of DESIGN section 5.
 
 Each constant names a moment between two durable steps. Runtime code calls
-`await deps.faults.point(NAME, ...)` exactly there; the simulator crashes or
+`await deps.faults.point(NAME, ...)` exactly there (the standalone leased and
+service workers through `ctx.faults` of their context); the simulator crashes or
 injects at those names and the real-process lifecycle (VESSEL_CRASH_AT)
 kills the process at the same names. `CATALOGUE` maps every point to the
 window it marks and the recovery the seeds expect.
@@ -40,6 +41,8 @@ SERVICE_PARKED = "service.parked"
 HARDWARE_AWAITING = "hardware.awaiting"
 CANCEL_CANCELLING_COMMITTED = "cancel.cancelling_committed"
 CANCEL_CONTAINED = "cancel.contained"
+JOB_INFERENCE_RETURNED = "job.inference_returned"
+SERVICE_SUBMITTED_BEFORE_ACK = "service.submitted_before_ack"
 
 CATALOGUE: dict[str, FaultPoint] = {
     p.name: p
@@ -144,6 +147,19 @@ CATALOGUE: dict[str, FaultPoint] = {
             RECONCILE_STARTED,
             "a new boot began startup reconciliation",
             "the next boot repeats reconciliation from durable state",
+        ),
+        FaultPoint(
+            JOB_INFERENCE_RETURNED,
+            "a leased worker's model call returned (call budget reserved); nothing staged yet",
+            "the lease lapses and a newer fence takes the job; the late result from the old "
+            "fence never lands; the reserved call stays consumed",
+        ),
+        FaultPoint(
+            SERVICE_SUBMITTED_BEFORE_ACK,
+            "the provider acknowledged a submission; the attempt is SUBMITTING without its "
+            "provider job id",
+            "the attempt stays SUBMITTING/INDETERMINATE; reconciliation adopts the job by "
+            "lookup; never resubmitted blindly",
         ),
     )
 }

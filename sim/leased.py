@@ -9,8 +9,12 @@
   work, fail retryably, or find its process dead or frozen when it returns.
 - `SimJobStore`: the JobStore seam of one process (or of an external actor,
   `proc=None`) over the world's durable MemoryJobStore, with storage faults,
-  stalls, late staging and crashes rolled at `jobs.<method>`; every committed
-  write goes to the checker.
+  stalls and crashes rolled at `jobs.<method>`; every committed write goes to
+  the checker.
+- `worker_faults`: the FaultPoints of one worker process. The window between a
+  model reply and its staging is the catalogued `job.inference_returned`: a
+  crash there kills the process, a late result there reaches `stage` only
+  after its lease lapsed (no seam-level duplicate at `jobs.stage`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from uuid import UUID
 
 import anyio
 
+from runtime import faults
 from runtime.adapters.reference_model import ReferenceModelClient
 from runtime.errors import LedgerUnavailable, ProcessCrashed
 from runtime.jobs.errors import JobError
 from runtime.jobs.model import ModelReply, ModelRequest, RetryableModelError
 from runtime.jobs.models import LeasedJob, Usage
 from sim.faults.plan import FaultKind
-from sim.processes import Process, fire
+from sim.processes import Process, ProcessFaults, fire
 
 if TYPE_CHECKING:
     from runtime.adapters.memory.jobs_store import MemoryJobStore
@@ -123,6 +128,11 @@ class SimModelClient:
         return reply
 
 
+def worker_faults(proc: Process) -> ProcessFaults:
+    """A worker's crash windows; a late result travels at `job.inference_returned`."""
+    return ProcessFaults(proc, late=(faults.JOB_INFERENCE_RETURNED,))
+
+
 JOB_READS = ("get", "evidence", "jobs", "interpretations", "attempts")
 JOB_WRITES = (
     "receive", "claim_one", "renew", "reserve_model_call", "stage", "schedule_retry", "fail",
@@ -149,13 +159,11 @@ class SimJobStore:
             kinds = (*kinds, FaultKind.WORKER_STALL)
             if write:
                 kinds = (*kinds, FaultKind.WORKER_CRASH)
-            if name == "stage":
-                kinds = (*kinds, FaultKind.LATE_RESULT)
         fault, amount = fire(world, f"jobs.{name}", kinds)
         if fault is FaultKind.WORKER_STALL and proc is not None:
             proc.freeze(amount)
-        if fault in (FaultKind.LEDGER_LATENCY, FaultKind.LATE_RESULT):
-            await anyio.sleep(amount)  # a late result travels while its lease lapses
+        if fault is FaultKind.LEDGER_LATENCY:
+            await anyio.sleep(amount)
         if proc is not None:
             await proc.thaw()
         if fault is FaultKind.LEDGER_TRANSIENT:

@@ -9,12 +9,13 @@ liveness right before writing, as for boots). A *stall* freezes the process
 (a stopped VM, a long GC pause): its calls wait until it thaws, so it also
 stops renewing its leases. `supervise` restarts a dead process after a
 virtual delay as a new incarnation with a new id; nothing of the dead
-incarnation's memory reaches the next.
+incarnation's memory reaches the next. `ProcessFaults` is the FaultPoints
+seam of one incarnation: a crash at a catalogued point kills it there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -22,6 +23,7 @@ import anyio.abc
 
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import ProcessCrashed
+from runtime.faults import CATALOGUE
 from sim.faults.plan import FaultKind
 
 if TYPE_CHECKING:
@@ -100,6 +102,36 @@ class Process:
         if "value" not in box:
             raise Unavailable(self.id)
         return box["value"]  # type: ignore[no-any-return]
+
+
+class ProcessFaults:
+    """The FaultPoints of one process incarnation (runtime.faults windows).
+
+    A CRASH at a catalogued point kills the incarnation exactly there. At the
+    points named in `late` a LATE_RESULT may fire instead: the process keeps
+    running, but what it holds reaches the store only after `amount` seconds
+    (long enough for its lease to lapse and a newer fence to take the job).
+    """
+
+    def __init__(self, proc: Process, late: Collection[str] = ()) -> None:
+        self.proc = proc
+        self.late = frozenset(late)
+
+    async def point(self, name: str, **context: Any) -> None:
+        proc = self.proc
+        proc.check_alive()
+        if name not in CATALOGUE:
+            raise AssertionError(f"fault point {name!r} is not catalogued in runtime.faults")
+        kinds: tuple[FaultKind, ...] = (FaultKind.CRASH,)
+        if name in self.late:
+            kinds = (*kinds, FaultKind.LATE_RESULT)
+        fault, amount = proc.fire(name, kinds)
+        if fault is FaultKind.CRASH:
+            proc.crash(f"crash at {name}")
+            raise ProcessCrashed(proc.id)
+        if fault is FaultKind.LATE_RESULT:
+            await anyio.sleep(amount)
+        await proc.thaw()
 
 
 def fire(world: World, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:

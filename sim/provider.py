@@ -11,9 +11,11 @@
   replay is assumed to receive each transmission once), the answer to a
   submit or cancel is lost after the provider acted, a call never answers,
   the provider refuses a submission (provably before any effect, so only for
-  a key it holds no job for), the process dies after the provider started
-  the job, and lookups lie (report unknown) for a while — only where the
-  provider does not claim that lookups prove absence, or replays the key.
+  a key it holds no job for), and lookups lie (report unknown) for a while —
+  only where the provider does not claim that lookups prove absence, or
+  replays the key. A process dying after the provider started the job, with
+  its id not yet persisted, is the catalogued `service.submitted_before_ack`
+  (ProcessFaults of the service context), not a driver fault.
 - `SimServiceStore`: the ServiceAttemptStore seam of one process over the
   world's durable MemoryServiceStore, with storage faults and crashes after
   a commit rolled at `service.<method>`.
@@ -197,9 +199,7 @@ class SimDriver:
     async def submit(self, submission: ServiceSubmission) -> SubmitAck:
         proc, provider = self.proc, self.provider
         proc.check_alive()
-        kinds: tuple[FaultKind, ...] = (
-            FaultKind.WORKER_CRASH, FaultKind.SERVICE_ACK_LOST, FaultKind.SERVICE_TIMEOUT,
-        )
+        kinds: tuple[FaultKind, ...] = (FaultKind.SERVICE_ACK_LOST, FaultKind.SERVICE_TIMEOUT)
         if not provider.by_key.get(submission.idempotency_key):
             kinds = (FaultKind.ACTOR_FAIL, *kinds)
         if provider.replays_same_key:
@@ -212,9 +212,6 @@ class SimDriver:
         if fault is FaultKind.PROVIDER_DUPLICATE:
             provider.receive(submission)
         await self._answer(0.2, 5.0)
-        if fault is FaultKind.WORKER_CRASH:
-            proc.crash("crash after the provider started the job, before its id was persisted")
-            raise ProcessCrashed(proc.id)
         if fault is FaultKind.SERVICE_ACK_LOST:
             raise ConnectionResetError("the submit acknowledgement was lost")
         if fault is FaultKind.SERVICE_TIMEOUT:

@@ -12,7 +12,9 @@ takes it through one attempt:
 3. `reserve_model_call` (one transaction) before any network traffic, so a
    killed process still consumes its call budget.
 4. The model call, outside any transaction, under a 45 s deadline, while
-   the lease is renewed every 20 s. Losing the lease cancels the call.
+   the lease is renewed every 20 s. Losing the lease cancels the call. A
+   reply in hand and nothing staged yet is the catalogued crash window
+   `job.inference_returned`.
 5. `stage` (owner, fence, lease and model version checked), or
    `schedule_retry` (bounded; it becomes `exhausted` when budgets are
    spent), or `fail` for invalid output and payloads beyond the context.
@@ -28,12 +30,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import anyio
 
+from runtime import faults
+from runtime.faults import NoFaults
 from runtime.jobs.errors import (
     CallBudgetExhausted,
     FenceError,
@@ -59,7 +63,7 @@ from runtime.jobs.models import (
 )
 from runtime.jobs.store import JobStore
 from runtime.retry import retrying
-from runtime.seams import Clock, Entropy
+from runtime.seams import Clock, Entropy, FaultPoints
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,8 @@ class WorkerContext:
     entropy: Entropy | None = None
     """When given, the closing transactions (all idempotent) are retried on
     LedgerUnavailable; without it a storage error propagates at once."""
+    faults: FaultPoints = field(default_factory=NoFaults)
+    """Named crash windows (runtime.faults); production: the no-op NoFaults."""
 
 
 class _LeaseLost(Exception):
@@ -168,6 +174,9 @@ class _Attempt:
             return await self._retry(AttemptFailure(reason=f"retryable: {exc}", usage=exc.usage))
         except Exception as exc:  # transport-level: the usage is unknown
             return await self._retry(AttemptFailure(reason=f"{type(exc).__name__}: {exc}"))
+        await ctx.faults.point(
+            faults.JOB_INFERENCE_RETURNED, job_id=job.id, fence=self.fence, call=request.call
+        )
         return await self._stage(reply)
 
     async def _call(self, request: ModelRequest) -> ModelReply:

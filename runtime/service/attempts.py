@@ -22,14 +22,16 @@ Each physical transmission asks the `egress` hook first (a fresh decision).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import anyio
 
-from runtime.seams import Clock
+from runtime import faults
+from runtime.faults import NoFaults
+from runtime.seams import Clock, FaultPoints
 from runtime.service.driver import (
     KeyReuseRejected,
     ProviderReport,
@@ -77,6 +79,8 @@ class ServiceContext:
     """The domain retry policy admits another transmission of the same generation."""
     egress: Egress = _allow
     """Asked before each physical transmission; False refuses it (EgressDenied)."""
+    faults: FaultPoints = field(default_factory=NoFaults)
+    """Named crash windows (runtime.faults); production: the no-op NoFaults."""
 
 
 def new_attempt(
@@ -175,6 +179,13 @@ async def _transmit(ctx: ServiceContext, attempt: ServiceJobAttempt) -> ServiceJ
     except Exception as exc:  # after the call began: the effect may have escaped
         evidence = _evidence(ctx, attempt, EvidenceKind.SUBMIT_ERROR, _why(exc))
         return await store.mark_indeterminate(attempt.id, evidence, now())
+    # The provider acknowledged; the attempt is SUBMITTING until the ack is persisted.
+    await ctx.faults.point(
+        faults.SERVICE_SUBMITTED_BEFORE_ACK,
+        attempt_id=attempt.id,
+        provider_job_id=ack.provider_job_id,
+        transmission=attempt.transmissions,
+    )
     if not ack.provider_job_id:
         evidence = _evidence(ctx, attempt, EvidenceKind.MALFORMED_ACK, repr(ack))
         return await store.mark_indeterminate(attempt.id, evidence, now())

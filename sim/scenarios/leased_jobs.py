@@ -24,7 +24,7 @@ from runtime.jobs import (
     new_job,
     run_once,
 )
-from sim.leased import MODEL_VERSION, SimJobStore, SimModelClient
+from sim.leased import MODEL_VERSION, SimJobStore, SimModelClient, worker_faults
 from sim.processes import Process, supervise
 from sim.scenarios import Scenario, register
 from sim.world import World
@@ -58,6 +58,7 @@ async def work(world: World, proc: Process) -> None:
         worker_id=proc.id,
         scopes=(WORKSPACE,),
         entropy=world.entropy,
+        faults=worker_faults(proc),
     )
     rng = world.streams.actors
     while True:

@@ -4,7 +4,8 @@ reconciled by two service worker processes against a simulated provider,
 while an operator cancels some; the provider duplicates submissions, lies in
 lookups for a while, loses acknowledgements, times out and refuses, and
 workers crash between the CAS to SUBMITTING and the provider id being
-persisted (seed 000, "Service job attempts")."""
+persisted, there at the catalogued `service.submitted_before_ack` (seed 000,
+"Service job attempts")."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from runtime.service import (
     reconcile,
     submit,
 )
-from sim.processes import Process, supervise
+from sim.processes import Process, ProcessFaults, supervise
 from sim.provider import SimDriver, SimServiceStore
 from sim.scenarios import Scenario, register
 from sim.world import Unavailable, World
@@ -51,6 +52,7 @@ def context(world: World, proc: Process) -> ServiceContext:
         store=cast(ServiceAttemptStore, SimServiceStore(world, proc)),
         driver=SimDriver(world, proc),
         clock=world.clock,
+        faults=ProcessFaults(proc),
     )
 
 

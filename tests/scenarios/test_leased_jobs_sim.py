@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from runtime import faults
 from runtime.jobs.models import EventKind, JobState
 from runtime.service import EvidenceKind, ServiceState
 from sim.checker import INVARIANTS
@@ -71,7 +72,8 @@ def test_same_seed_same_trace_and_a_recorded_plan_replays_it() -> None:
 
 
 def test_a_late_result_from_an_old_fence_is_refused_and_its_usage_kept() -> None:
-    world = _world(_planned("leased_jobs", 1, "jobs.stage", FaultKind.LATE_RESULT, 200.0))
+    world = _world(_planned("leased_jobs", 1, faults.JOB_INFERENCE_RETURNED,
+                            FaultKind.LATE_RESULT, 200.0))
     refused = [e for events in world.jobs.event_log.values() for e in events
                if e.refused is not None]
     assert refused and all(e.kind is EventKind.COMPLETED and e.usage is not None
@@ -185,7 +187,7 @@ def test_a_crash_after_the_cas_to_submitting_never_resubmits_blindly() -> None:
 
 
 def test_a_crash_before_the_provider_id_is_persisted_is_adopted_by_lookup() -> None:
-    world = _world(_planned("service", 1, "service.driver.submit", FaultKind.WORKER_CRASH))
+    world = _world(_planned("service", 1, faults.SERVICE_SUBMITTED_BEFORE_ACK, FaultKind.CRASH))
     first = world.provider.jobs["prov-1"]
     attempt_id = world.services.key_index[first.key]
     attempt = world.services.attempt_table[attempt_id]
