@@ -52,6 +52,9 @@ class ReferenceServiceDriver:
     """Provider jobs by provider job id."""
     by_key: dict[str, str] = field(default_factory=dict)
     """The first provider job id started under each idempotency key."""
+    finish_after_s: float | None = None
+    """When set, a job left alone succeeds this long after it started (local runs)."""
+    started_at: dict[str, float] = field(default_factory=dict)
 
     async def submit(self, submission: ServiceSubmission) -> SubmitAck:
         fault = self.submit_faults.pop(0) if self.submit_faults else None
@@ -79,6 +82,8 @@ class ReferenceServiceDriver:
         job_id = f"prov-{len(self.effects) + 1}"
         self.effects.append(job_id)
         self.by_key.setdefault(submission.idempotency_key, job_id)
+        if self.finish_after_s is not None:
+            self.started_at[job_id] = anyio.current_time()
         self.jobs[job_id] = ProviderReport(
             provider_job_id=job_id,
             idempotency_key=submission.idempotency_key,
@@ -96,10 +101,20 @@ class ReferenceServiceDriver:
         if fault == "hang":
             await anyio.sleep_forever()
         job_id = provider_job_id or self.by_key.get(idempotency_key)
+        if job_id is not None:
+            self._finish_on_time(job_id)
         report = None if job_id is None else self.jobs.get(job_id)
         if fault == "hide":
             return None
         return report
+
+    def _finish_on_time(self, job_id: str) -> None:
+        report, since = self.jobs.get(job_id), self.started_at.get(job_id)
+        if report is None or since is None or self.finish_after_s is None:
+            return
+        if report.status not in TERMINAL and anyio.current_time() - since >= self.finish_after_s:
+            self.progress(job_id, ProviderStatus.SUCCEEDED, result={"artifact": f"{job_id}.out"},
+                          usage={"seconds": self.finish_after_s})
 
     async def cancel(self, *, idempotency_key: str, provider_job_id: str | None) -> bool:
         fault = self.cancel_faults.pop(0) if self.cancel_faults else None

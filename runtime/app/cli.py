@@ -174,6 +174,11 @@ def serve(
         str,
         typer.Option("--agent-model", help="With --agents leased: the model version required."),
     ] = DEFAULT_MODEL_VERSION,
+    services: Annotated[
+        str,
+        typer.Option("--services", help="Service waits: reference (a reference provider; "
+                     "durable in the database with --dsn) or none (such Runs fail)."),
+    ] = "reference",
 ) -> None:
     """Serve the Vessel's HTTP surface with its workers and relays."""
     import uvicorn
@@ -203,6 +208,8 @@ def serve(
         fail(f"--agents must be reference or leased, not {agents!r}")
     elif workspace is not None:
         fail("--workspace applies only to --agents leased")
+    if services not in ("reference", "none"):
+        fail(f"--services must be reference or none, not {services!r}")
     try:
         creds = Credentials(tokens_from_env(), insecure_local=insecure_local)
         plan = CrashPlan.from_env()
@@ -217,13 +224,14 @@ def serve(
             _run(lambda: _preflight(dsn, migrate))
         except UserMistake as exc:
             fail(str(exc))
-        factory = postgres_lifespan(dsn, faults=plan, agents=leased)
+        factory = postgres_lifespan(dsn, faults=plan, agents=leased,
+                                    services=services == "reference")
         if leased is not None:
             log.info("delegated jobs: leased jobs of workspace %s (model %s)",
                      leased.workspace, leased.model_version)
         profile = "postgres"
     else:
-        factory = memory_lifespan(faults=plan)
+        factory = memory_lifespan(faults=plan, services=services == "reference")
         profile = "memory"
     app = create_app(factory, creds, profile=profile)
     config = uvicorn.Config(

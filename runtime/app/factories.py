@@ -10,12 +10,17 @@ durable). Opening a factory starts nothing: `Lifespan.serving()` does.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
+from runtime.adapters.postgres.reference_provider import PostgresReferenceProvider
+from runtime.adapters.reference_service import ReferenceServiceDriver
 from runtime.app.http import LifespanFactory
 from runtime.app.lifespan import Lifespan
 from runtime.app.profiles import LeasedAgents, Vessel, memory_vessel, postgres_vessel
 from runtime.seams import FaultPoints
+
+SERVICE_FINISH_AFTER_S = 2.0
+"""How long a job of the reference provider takes (`--services reference`)."""
 
 
 def memory_lifespan(
@@ -23,12 +28,16 @@ def memory_lifespan(
     faults: FaultPoints | None = None,
     concurrency: dict[str, int] | None = None,
     relay_every_s: float = 5.0,
+    services: bool = False,
 ) -> LifespanFactory:
-    """A fresh memory Vessel per opening; best-effort startup."""
+    """A fresh memory Vessel per opening; best-effort startup. `services`:
+    service waits go to the in-process reference provider."""
 
     @asynccontextmanager
     async def factory() -> AsyncIterator[Lifespan]:
-        vessel = memory_vessel(faults=faults, concurrency=concurrency)
+        driver = ReferenceServiceDriver(finish_after_s=SERVICE_FINISH_AFTER_S) if services \
+            else None
+        vessel = memory_vessel(faults=faults, concurrency=concurrency, service_driver=driver)
         yield Lifespan(vessel, strict=False, relay_every_s=relay_every_s)
 
     return factory
@@ -52,15 +61,25 @@ def postgres_lifespan(
     concurrency: dict[str, int] | None = None,
     relay_every_s: float = 5.0,
     agents: LeasedAgents | None = None,
+    services: bool = False,
 ) -> LifespanFactory:
     """The PostgreSQL + SAQ profile; strict startup. `agents`: delegated jobs
-    as leased jobs for `vessel jobs work` (default: the reference runtime)."""
+    as leased jobs for `vessel jobs work` (default: the reference runtime).
+    `services`: service waits go to the durable reference provider in the
+    same database (`PostgresReferenceProvider`)."""
 
     @asynccontextmanager
     async def factory() -> AsyncIterator[Lifespan]:
-        async with postgres_vessel(
-            dsn, migrate=migrate, faults=faults, concurrency=concurrency, agents=agents
-        ) as vessel:
+        async with AsyncExitStack() as stack:
+            driver = None
+            if services:
+                driver = await PostgresReferenceProvider.connect(
+                    dsn, finish_after_s=SERVICE_FINISH_AFTER_S)
+                stack.push_async_callback(driver.close)
+            vessel = await stack.enter_async_context(postgres_vessel(
+                dsn, migrate=migrate, faults=faults, concurrency=concurrency, agents=agents,
+                service_driver=driver,
+            ))
             yield Lifespan(vessel, strict=True, relay_every_s=relay_every_s)
 
     return factory

@@ -123,3 +123,31 @@ async def cancel(vessel: Vessel, run: Run) -> Run:
     from runtime.cancel import Canceller
 
     return await Canceller(vessel.deps).cancel(run.id)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_vessel_serve_reference_services_finish_a_service_call(
+    profile: str, request: pytest.FixtureRequest, anyio_backend: str
+) -> None:
+    """`vessel serve --services reference`: the provider finishes on its own."""
+    from runtime.adapters.postgres.reference_provider import PostgresReferenceProvider
+    from runtime.app.factories import memory_lifespan, postgres_lifespan
+
+    if profile == "memory":
+        factory = memory_lifespan(services=True, relay_every_s=0.1)
+    else:
+        if anyio_backend != "asyncio":
+            pytest.skip("psycopg and SAQ run only on asyncio")
+        dsn = request.getfixturevalue("pg_fresh_dsn")
+        factory = postgres_lifespan(dsn, migrate=True, services=True, relay_every_s=0.1)
+    async with factory() as lifespan, lifespan.serving():
+        vessel = lifespan.vessel
+        admission = await vessel.engine.submit(Intent(pattern="service_call", prompt="go"))
+        done = await in_status(vessel, admission.run, RunStatus.DONE, RunStatus.FAILED)
+        assert vessel.deps.services is not None
+        driver = vessel.deps.services.driver
+        effects = await driver.effects() if isinstance(driver, PostgresReferenceProvider) \
+            else {"jobs": len(driver.effects)}  # type: ignore[attr-defined]
+    assert done.status is RunStatus.DONE and done.seq == 1
+    assert done.result is not None and done.result["answer"]["artifact"].endswith(".out")
+    assert effects["jobs"] == 1

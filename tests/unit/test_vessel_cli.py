@@ -43,6 +43,8 @@ def assert_one_line_usage_error(result: Any, *words: str) -> None:
      ["1 or more"]),
     (["serve", "--memory", "--insecure-local", "--host", "0.0.0.0"], {}, ["loopback"]),
     (["serve", "--memory", "--migrate"], {"VESSEL_TOKEN": "t"}, ["--migrate needs --dsn"]),
+    (["serve", "--memory", "--services", "real"], {"VESSEL_TOKEN": "t"},
+     ["--services must be reference or none", "'real'"]),
     (["serve", "--dsn", "postgresql://postgres@127.0.0.1:1/none"], {"VESSEL_TOKEN": "t"},
      ["cannot connect", "127.0.0.1:1"]),
     (["serve", "--dsn", "not a dsn"], {"VESSEL_TOKEN": "t"}, ["cannot connect"]),
