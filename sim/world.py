@@ -103,6 +103,7 @@ class Boot:
             store=cast(ServiceAttemptStore, SimServiceStore(world, proc)),
             driver=SimDriver(world, proc),
             clock=world.clock,
+            faults=SimFaultPoints(self),
         )
 
     def check_alive(self) -> None:

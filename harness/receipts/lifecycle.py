@@ -35,7 +35,8 @@ class Snapshot:
     def rows(self) -> dict[str, Any]:
         return {
             "runs": [r.model_dump(mode="json", include={"id", "status", "seq", "error",
-                                                       "consent_id", "agent_job_id"})
+                                                       "consent_id", "agent_job_id",
+                                                       "service_attempt_id"})
                      for r in self.dump.runs],
             "deliveries": [d.model_dump(mode="json", include={"seq", "state", "mode"})
                            for d in self.dump.deliveries],
@@ -117,7 +118,7 @@ def prove(window: Window, server_dsn: str, out: Path) -> dict[str, Any]:
 def _lifecycle(
     window: Window, dsn: str, workdir: Path, boots: list[VesselProcess], receipt: dict[str, Any]
 ) -> None:
-    drive = Drive(window.pattern, dict(window.content))
+    drive = Drive(window.pattern, dict(window.content), dsn=dsn)
     with httpx.Client(timeout=15) as client:
         boot1 = VesselProcess(dsn, workdir, "boot1", crash_at=window.point, migrate=True)
         boots.append(boot1.start())

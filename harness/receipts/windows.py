@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import psycopg
+from psycopg.rows import dict_row
 
 from harness.receipts.process import AUTH, ReceiptError, VesselProcess
 from runtime import faults
@@ -32,6 +34,8 @@ class Drive:
     content: dict[str, Any]
     run_id: str | None = None
     notes: list[str] = field(default_factory=list)
+    dsn: str | None = None
+    """The receipt's database: checks of rows the ledger dump does not hold read it."""
 
     def body(self) -> dict[str, Any]:
         return {"pattern": self.pattern, "prompt": "restart receipt", "content": self.content}
@@ -180,6 +184,46 @@ def no_checkpoint(dump: LedgerDump, drive: Drive) -> list[str]:
     return [] if not dump.checkpoints else ["the terminal Run still has a checkpoint"]
 
 
+def _service_rows(drive: Drive) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The service attempts and the reference provider's jobs in the receipt's database."""
+    assert drive.dsn is not None
+    with psycopg.connect(drive.dsn, connect_timeout=5, row_factory=dict_row) as conn:
+        attempts = conn.execute(
+            "SELECT id, run_id, state, transmissions, provider_job_id, evidence "
+            "FROM service_job_attempt ORDER BY created_at").fetchall()
+        exists = conn.execute("SELECT to_regclass('reference_provider_job') AS t").fetchone()
+        jobs = conn.execute(
+            "SELECT provider_job_id, idempotency_key, transmissions FROM reference_provider_job"
+        ).fetchall() if exists and exists["t"] else []
+    return attempts, jobs
+
+
+def nothing_sent(dump: LedgerDump, drive: Drive) -> list[str]:
+    attempts, jobs = _service_rows(drive)
+    problems = [f"expected no service attempt, found {len(attempts)}"] if attempts else []
+    return problems + ([f"the provider started {len(jobs)} jobs"] if jobs else [])
+
+
+def sent_once(dump: LedgerDump, drive: Drive) -> list[str]:
+    """One attempt, owned by and bound to the Run, one provider job for its key, and
+    the Run resumed exactly once from that attempt's proven success."""
+    attempts, jobs = _service_rows(drive)
+    run = _one_run(dump)
+    if len(attempts) != 1 or run is None:
+        return [f"expected one service attempt of one Run, found {len(attempts)}"]
+    attempt, problems = attempts[0], []
+    if str(attempt["run_id"]) != str(run.id) or run.service_attempt_id != attempt["id"]:
+        problems.append("the attempt is not the Run's own service wait")
+    if attempt["state"] != "SUCCEEDED" or run.seq != 1:
+        problems.append(f"expected SUCCEEDED and one resume, found {attempt['state']} at "
+                        f"seq {run.seq}")
+    if len(jobs) != 1 or jobs[0]["provider_job_id"] != attempt["provider_job_id"]:
+        problems.append(f"expected one provider job for the attempt, found {jobs}")
+    if attempt["transmissions"] != 1:
+        problems.append(f"the attempt was transmitted {attempt['transmissions']} times")
+    return problems
+
+
 @dataclass(frozen=True)
 class Window:
     point: str
@@ -212,6 +256,10 @@ WINDOWS: dict[str, Window] = {w.point: w for w in (
            checks=(parked_then_resumed,)),
     Window(faults.DELEGATE_CHECKPOINT_SAVED, "delegate", "FAILED", checks=(lost,)),
     Window(faults.DELEGATE_SUBMITTED, "delegate", "DONE"),
+    Window(faults.SERVICE_CHECKPOINT_SAVED, "service_call", "FAILED",
+           checks=(lost, nothing_sent)),
+    Window(faults.SERVICE_PARKED, "service_call", "DONE", checks=(sent_once, no_checkpoint)),
+    Window(faults.SERVICE_SUBMITTED_BEFORE_ACK, "service_call", "DONE", checks=(sent_once,)),
     Window(faults.HARDWARE_AWAITING, "hardware", "FAILED", checks=(lost,),
            content={"needs": ["gpu"]}),
     Window(faults.CANCEL_CANCELLING_COMMITTED, "consent_gate", "CANCELLED", into=into_by_cancel,

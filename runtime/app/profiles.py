@@ -146,7 +146,7 @@ def memory_vessel(
     clock = clock or SystemClock()
     ledger = MemoryLedger()
     services = None if service_driver is None else ServiceContext(
-        store=ledger.services, driver=service_driver, clock=clock
+        store=ledger.services, driver=service_driver, clock=clock, faults=faults or NoFaults()
     )
     deps = make_deps(
         ledger, MemoryBroker(clock), clock=clock, boot_id=boot_id, faults=faults,
@@ -213,7 +213,7 @@ async def postgres_vessel(
                 else leased_runtime(job_store, agents),
                 services=None if service_store is None or service_driver is None
                 else ServiceContext(store=service_store, driver=service_driver,
-                                    clock=SystemClock()),
+                                    clock=SystemClock(), faults=faults or NoFaults()),
             )
             yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
         finally:

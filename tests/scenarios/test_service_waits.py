@@ -88,6 +88,16 @@ def test_window_service_parked_is_sent_by_recovery_once_and_resumes() -> None:
     assert run.status in (RunStatus.DONE, RunStatus.FAILED) and run.seq == 1
 
 
+def test_window_service_submitted_before_ack_in_the_vessel_is_adopted_by_lookup() -> None:
+    """The provider started the job; the Vessel died before persisting its id."""
+    r = crash_at(faults.SERVICE_SUBMITTED_BEFORE_ACK)
+    run = the_run(r)
+    [attempt] = attempts(r)
+    assert attempt.transmissions == 1  # adopted, never sent again
+    assert provider_jobs(r)[attempt.idempotency_key] == [attempt.provider_job_id]
+    assert run.status in (RunStatus.DONE, RunStatus.FAILED) and run.seq == 1
+
+
 def test_a_crash_after_the_attempt_row_parks_the_orphan_on_it() -> None:
     """Between the PREPARED attempt and the park: startup parks the exact window."""
     plan = FaultPlan(faults=[PlannedFault(trigger=AtPoint(point="service.prepare", nth=1),
