@@ -354,7 +354,8 @@ def receipts(
         with provision() as server:
             if chosen:
                 table = Table(title=f"restart receipts ({server.source} PostgreSQL)")
-                for col in ("window", "verdict", "boot 1", "pids", "note"):
+                table.add_column("window", overflow="fold")
+                for col in ("verdict", "boot 1", "pids", "note"):
                     table.add_column(col)
                 for w in chosen:
                     receipt = prove(w, server.dsn, out_dir)
@@ -368,8 +369,9 @@ def receipts(
                 out.print(table)
             if checks:
                 table = Table(title=f"leased jobs, seed 004 ({server.source} PostgreSQL)")
-                for col in ("check", "verdict", "proves", "seconds", "pids", "note"):
-                    table.add_column(col)
+                table.add_column("check", overflow="fold")
+                for col in ("verdict", "proves", "seconds", "pids", "note"):
+                    table.add_column(col, overflow="fold" if col == "proves" else "ellipsis")
                 for check in checks:
                     receipt = run_check(check, server.dsn, out_dir)
                     failed += receipt["verdict"] != "proved"
