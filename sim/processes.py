@@ -32,7 +32,35 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Process:
+class Incarnation:
+    """What store and driver proxies need of any simulated process (a worker
+    `Process` or a Vessel `Boot`): its liveness gate, its crash, fault draws."""
+
+    world: World
+    id: str
+    alive: bool
+
+    def check_alive(self) -> None:
+        if not self.alive:
+            raise ProcessCrashed(self.id)
+
+    def crash(self, reason: str) -> None:
+        raise NotImplementedError
+
+    async def guard(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one store transaction with this process's liveness gate installed."""
+        self.check_alive()
+        token = BEFORE_APPLY.set(self.check_alive)
+        try:
+            return await op()
+        finally:
+            BEFORE_APPLY.reset(token)
+
+    def fire(self, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:
+        return fire(self.world, point, kinds)
+
+
+class Process(Incarnation):
     def __init__(self, world: World, name: str, number: int) -> None:
         self.world = world
         self.name = name
@@ -42,10 +70,6 @@ class Process:
         self.scope = anyio.CancelScope()
         self.tg: anyio.abc.TaskGroup | None = None
         self.frozen_until = 0.0
-
-    def check_alive(self) -> None:
-        if not self.alive:
-            raise ProcessCrashed(self.id)
 
     def crash(self, reason: str) -> None:
         if not self.alive:
@@ -65,18 +89,6 @@ class Process:
         while anyio.current_time() < self.frozen_until:
             await anyio.sleep(self.frozen_until - anyio.current_time())
         self.check_alive()
-
-    async def guard(self, op: Callable[[], Awaitable[T]]) -> T:
-        """Run one store transaction with this process's liveness gate installed."""
-        self.check_alive()
-        token = BEFORE_APPLY.set(self.check_alive)
-        try:
-            return await op()
-        finally:
-            BEFORE_APPLY.reset(token)
-
-    def fire(self, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:
-        return fire(self.world, point, kinds)
 
     async def call(self, fn: Callable[[Process], Awaitable[T]]) -> T:
         """Serve one request inside this process: it dies with the process."""

@@ -42,7 +42,7 @@ from runtime.service.driver import (
 from runtime.service.errors import ServiceError
 from runtime.service.models import ServiceJobAttempt
 from sim.faults.plan import FaultKind
-from sim.processes import Process, fire
+from sim.processes import Incarnation, fire
 
 if TYPE_CHECKING:
     from runtime.adapters.memory.service_store import MemoryServiceStore
@@ -180,7 +180,7 @@ class SimProvider:
 class SimDriver:
     """The ServiceDriver of one process."""
 
-    def __init__(self, world: World, proc: Process) -> None:
+    def __init__(self, world: World, proc: Incarnation) -> None:
         self.world = world
         self.proc = proc
         self.provider = world.provider
@@ -268,7 +268,7 @@ STORE_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind
 class SimServiceStore:
     """The ServiceAttemptStore seam of one process."""
 
-    def __init__(self, world: World, proc: Process) -> None:
+    def __init__(self, world: World, proc: Incarnation) -> None:
         self.world = world
         self.proc = proc
         self.inner: MemoryServiceStore = world.services

@@ -21,7 +21,6 @@ import anyio
 import anyio.abc
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
-from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete, StartupRefused
@@ -35,10 +34,9 @@ from runtime.service import ServiceAttemptStore, ServiceContext
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
-from sim.faults.plan import FaultKind
 from sim.faults.proxies import SimBroker, SimEffects, SimFaultPoints, SimLedger
 from sim.leased import SimModel
-from sim.processes import Process, fire
+from sim.processes import Incarnation
 from sim.provider import SimDriver, SimProvider, SimServiceStore
 from sim.rng import SeededEntropy, Streams
 from sim.trace import Trace
@@ -64,7 +62,7 @@ class _Box:
     done: bool = False
 
 
-class Boot:
+class Boot(Incarnation):
     def __init__(self, world: World, number: int) -> None:
         self.world = world
         self.number = number
@@ -98,29 +96,13 @@ class Boot:
     def _services(self, world: World) -> ServiceContext:
         """Service waits of this boot: the world's attempts and provider, through
         this boot's faults (a crash after a store commit kills the boot)."""
-        proc = cast(Process, self)  # the same liveness surface as a worker process
         return ServiceContext(
-            store=cast(ServiceAttemptStore, SimServiceStore(world, proc)),
-            driver=SimDriver(world, proc),
+            store=cast(ServiceAttemptStore, SimServiceStore(world, self)),
+            driver=SimDriver(world, self),
             clock=world.clock,
             faults=SimFaultPoints(self),
         )
 
-    def check_alive(self) -> None:
-        if not self.alive:
-            raise ProcessCrashed(self.id)
-
-    async def guard(self, op: Callable[[], Awaitable[T]]) -> T:
-        """Run one store transaction with this boot's liveness gate installed."""
-        self.check_alive()
-        token = BEFORE_APPLY.set(self.check_alive)
-        try:
-            return await op()
-        finally:
-            BEFORE_APPLY.reset(token)
-
-    def fire(self, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:
-        return fire(self.world, point, kinds)
 
     def crash(self, reason: str) -> None:
         if not self.alive:

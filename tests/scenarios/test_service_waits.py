@@ -10,7 +10,6 @@ re-admitted from an attempt that is not terminal.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -24,21 +23,12 @@ from sim.kernel import SimResult, run_simulation
 from sim.provider import LIVE
 from sim.scenarios import resolve
 from sim.scenarios.windows import window_scenario
+from tests.scenarios.test_windows import crash_at as crash_window
+from tests.scenarios.test_windows import startups, the_run
 
 
-def crash_at(point: str, nth: int = 1, **kw: Any) -> SimResult:
-    plan = FaultPlan(faults=[PlannedFault(trigger=AtPoint(point=point, nth=nth),
-                                          fault=FaultKind.CRASH)])
-    result = run_simulation(1, window_scenario("service_call", **kw), "calm", plan)
-    assert result.ok, (result.invariant, result.error, result.violation)
-    assert result.coverage["fires"].get(point) == 1, f"the plan never reached {point}"
-    assert result.boots >= 2
-    return result
-
-
-def the_run(result: SimResult) -> Any:
-    assert result.ledger is not None and len(result.ledger.runs) == 1
-    return result.ledger.runs[0]
+def crash_at(point: str) -> SimResult:
+    return crash_window(point, "service_call")
 
 
 def attempts(result: SimResult) -> list[ServiceJobAttempt]:
@@ -49,11 +39,6 @@ def attempts(result: SimResult) -> list[ServiceJobAttempt]:
 def provider_jobs(result: SimResult) -> dict[str, list[str]]:
     assert result.world is not None
     return result.world.provider.by_key
-
-
-def startups(result: SimResult) -> list[dict[str, Any]]:
-    return [json.loads(line)["data"] for line in result.trace_lines
-            if '"event":"startup.done"' in line]
 
 
 def test_a_service_call_parks_sends_once_and_resumes_from_the_terminal_attempt() -> None:
