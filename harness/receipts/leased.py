@@ -88,6 +88,8 @@ class WorkerProcess:
     model_script: str | None = None
     crash_at: str | None = None
     """VESSEL_JOBS_CRASH_AT: SIGKILL right after that JobStore call committed."""
+    crash_point: str | None = None
+    """VESSEL_CRASH_AT: SIGKILL at that catalogued fault point (`job.inference_returned`)."""
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     ended_at: float | None = None
@@ -100,10 +102,12 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items()
-               if k not in ("VESSEL_JOBS_CRASH_AT", "VESSEL_DSN")}
+               if k not in ("VESSEL_JOBS_CRASH_AT", "VESSEL_CRASH_AT", "VESSEL_DSN")}
         env["PYTHONUNBUFFERED"] = "1"
         if self.crash_at is not None:
             env["VESSEL_JOBS_CRASH_AT"] = self.crash_at
+        if self.crash_point is not None:
+            env["VESSEL_CRASH_AT"] = self.crash_point
         argv = [sys.executable, "-m", "runtime.app.cli", "jobs", "work", "--dsn", self.dsn,
                 "--workspace", self.workspace, "--worker-id", self.name,
                 "--lease-s", str(self.lease_s), "--renew-every-s", str(self.renew_every_s),
@@ -172,6 +176,7 @@ class WorkerProcess:
             "pid": self.proc.pid if self.proc else None,
             "model_script": self.model_script,
             "crash_plan": self.crash_at,
+            "crash_point": self.crash_point,
             "lease_s": self.lease_s,
             "signals": list(self.signals),
             "exit_code": code,

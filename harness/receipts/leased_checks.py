@@ -57,12 +57,13 @@ from harness.receipts.leased import (
     wait_run,
 )
 from harness.receipts.process import AUTH, ReceiptError, VesselProcess
+from runtime import faults
 from runtime.adapters.leased_agents import WITHDRAWN
 from runtime.jobs.rules import EXHAUSTED_CALLS
 
 DONE_WITHIN_S = 30.0
 """The delegate relay passes every 5 s; a job takes well under a second."""
-JOB_INFERENCE_RETURNED = "job.inference_returned"
+JOB_INFERENCE_RETURNED = faults.JOB_INFERENCE_RETURNED
 """The catalogued crash window `leased.late_result_fenced_out` proves (runtime.faults)."""
 
 
@@ -264,6 +265,44 @@ def worker_killed_reclaimed(life: Lifecycle, client: httpx.Client) -> Outcome:
     require(not any(e["kind"] == "completed" and e["fence"] == 1 for e in job["events"]),
             "the killed call of fence 1 has a completed event")
 
+    require_clean_exit(second)
+    return Outcome(run_id, "DONE")
+
+
+def worker_killed_at_inference_returned(life: Lifecycle, client: httpx.Client) -> Outcome:
+    """The catalogued window in a real worker: the model answered, nothing was staged."""
+    vessel = started_vessel(life, client)
+    first = life.worker("worker-1", crash_point=JOB_INFERENCE_RETURNED)
+    run_id = submitted(client, vessel, "inference-1")
+    job_id = job_of(life, run_id)
+    code = first.wait_exit(30.0)
+    require_eq(code, -signal.SIGKILL, "worker-1's exit at the crash plan")
+    require(f"crash plan {JOB_INFERENCE_RETURNED}" in first.output(),
+            "worker-1 died, but not at job.inference_returned")
+    killed = row(life, job_id)
+    require(killed["state"] == "queued" and killed["model_calls_reserved"] == 1
+            and killed["lease_owner"] == "worker-1",
+            f"after the kill the job is {killed['state']}, {killed['model_calls_reserved']} "
+            f"calls reserved, lease owner {killed['lease_owner']}: not queued, 1, worker-1")
+    life.note("worker-1 killed with the model's answer in hand",
+              lease_expires_at=str(killed["lease_expires_at"]))
+
+    second = life.worker("worker-2")
+    view = ended(client, vessel, run_id)
+    job = row(life, job_id)
+    require_done(view)
+    require_eq(event_kinds(job), [("started", 1), ("expired_lease", 1), ("started", 2),
+                                  ("completed", 2)], "the attempt events")
+    reclaimed_at = event_time(life.dsn, job_id, fence=2)
+    life.observe(killed_lease_expires_at=iso(killed["lease_expires_at"]),
+                 reclaimed_at=iso(reclaimed_at), exit_code=code)
+    require(reclaimed_at is not None and reclaimed_at >= killed["lease_expires_at"],
+            f"fence 2 claimed at {reclaimed_at}, inside worker-1's live lease")
+    require(job["attempts_used"] == 2 and job["model_calls_reserved"] == 2,
+            f"{job['attempts_used']} attempts and {job['model_calls_reserved']} calls, not 2 "
+            "and 2: the killed call's budget stays spent")
+    require(not any(e["kind"] == "completed" and e["fence"] == 1 for e in job["events"]),
+            "the answer fence 1 never staged has a completed event")
     require_clean_exit(second)
     return Outcome(run_id, "DONE")
 
@@ -598,6 +637,10 @@ LEASED_CHECKS: dict[str, LeasedCheck] = {c.name: c for c in (
     LeasedCheck("leased.worker_killed_reclaimed",
                 "worker SIGKILLed inside its model call; another reclaims after lease expiry",
                 worker_killed_reclaimed),
+    LeasedCheck("leased.worker_killed_at_inference_returned",
+                "VESSEL_CRASH_AT=job.inference_returned: SIGKILL with the model's answer "
+                "unstaged; another worker reclaims, the spent call stays spent",
+                worker_killed_at_inference_returned),
     LeasedCheck("leased.sigterm_drain_bounded",
                 "SIGTERM during a hung call: the drain ends at 10 s, the lease is reclaimed",
                 sigterm_drain_bounded),

@@ -9,7 +9,9 @@
 The lease and deadline options default to seed 004's values; shorter ones
 let real-process tests see leases expire without waiting 90 s. The model
 script and `VESSEL_JOBS_CRASH_AT` are test-only faults
-(`runtime.adapters.worker_faults`).
+(`runtime.adapters.worker_faults`); `VESSEL_CRASH_AT=<point>[:n]` kills the
+worker at a catalogued fault point (`job.inference_returned`), as it does
+`vessel serve`.
 
 The loop calls `run_once` for the one authorised workspace until SIGINT or
 SIGTERM. On the first signal it stops claiming and lets the attempt in
@@ -47,6 +49,7 @@ import typer
 from anyio.abc import TaskStatus
 from pydantic import ValidationError
 
+from runtime.adapters.crashplan import CrashPlan, CrashPlanInvalid
 from runtime.adapters.system import SystemClock, SystemEntropy
 from runtime.adapters.worker_faults import (
     ScriptInvalid,
@@ -55,9 +58,11 @@ from runtime.adapters.worker_faults import (
     parse_model_script,
 )
 from runtime.errors import RuntimeEngineError
+from runtime.faults import NoFaults
 from runtime.jobs import DEFAULT_POLICY, JobPolicy, JobStore, WorkerContext, run_once
 from runtime.jobs.model import ModelClient
 from runtime.jobs.models import RENEW_EVERY_S
+from runtime.seams import FaultPoints
 
 log = logging.getLogger("vessel.jobs")
 
@@ -240,6 +245,7 @@ async def run_worker(
     idle_s: float,
     policy: JobPolicy = DEFAULT_POLICY,
     crash: StoreCrashPlan | None = None,
+    faults: FaultPoints | None = None,
 ) -> LoopReport:
     async with open_store(dsn) as opened:
         if hasattr(opened, "renew_every_s"):  # renewals the store accepts: the worker's period
@@ -254,6 +260,7 @@ async def run_worker(
             worker_id=worker_id,
             scopes=(workspace,),
             entropy=SystemEntropy(),
+            faults=faults or NoFaults(),
         )
         return await serve_worker(ctx, idle_s=idle_s)
 
@@ -313,14 +320,17 @@ def work(
         if model_script:
             client = _scripted(client, model_script)
         crash = StoreCrashPlan.from_env()
-    except (ConfigurationError, ScriptInvalid) as exc:
+        plan = CrashPlan.from_env()
+    except (ConfigurationError, ScriptInvalid, CrashPlanInvalid) as exc:
         _fail(str(exc), EXIT_USAGE)
     if crash is not None:
         log.warning("crash plan armed: SIGKILL after JobStore.%s", crash.describe())
+    if plan is not None:
+        log.warning("crash plan armed: SIGKILL at %s", plan.describe())
     try:
         report = anyio.run(
             run_worker, workspace, dsn, worker_id or default_worker_id(), client, idle, policy,
-            crash,
+            crash, plan,
         )
     except ConfigurationError as exc:
         _fail(str(exc), EXIT_USAGE)

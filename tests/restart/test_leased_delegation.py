@@ -65,6 +65,22 @@ def at(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+# -- the catalogued window inside a real worker ----------------------------------------
+
+
+def test_a_worker_killed_at_inference_returned_leaves_its_call_spent_and_is_reclaimed(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    receipt = proved("leased.worker_killed_at_inference_returned", pg_dsn, tmp_path)
+    job, events = the_job(receipt)
+    assert receipt["final"] == "DONE"
+    assert receipt["observed"]["exit_code"] == -signal.SIGKILL
+    assert process(receipt, "worker-1")["crash_point"] == "job.inference_returned"
+    assert kinds(events) == [("started", 1), ("expired_lease", 1), ("started", 2),
+                             ("completed", 2)]
+    assert job["model_calls_reserved"] == 2 and job["state"] == "published"
+
+
 # -- (a) the job crosses processes ------------------------------------------------------
 
 

@@ -69,6 +69,9 @@ def test_serve_agent_mistakes_exit_2_with_one_line(args: list[str], words: list[
     ([], {"VESSEL_JOBS_CRASH_AT": "publish"}, ["unknown JobStore method 'publish'"]),
     ([], {"VESSEL_JOBS_CRASH_AT": "stage:0"}, ["1 or more"]),
     ([], {"VESSEL_JOBS_CRASH_AT": "stage:x"}, ["not an integer"]),
+    ([], {"VESSEL_CRASH_AT": "job.inference_return"}, ["unknown fault point",
+                                                       "job.inference_returned"]),
+    ([], {"VESSEL_CRASH_AT": "job.inference_returned:0"}, ["1 or more"]),
 ])
 def test_worker_fault_and_lease_mistakes_exit_2(
     args: list[str], env: dict[str, str], words: list[str]
