@@ -15,6 +15,7 @@ seam of one incarnation: a crash at a catalogued point kills it there.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Incarnation:
+class Incarnation(ABC):
     """What store and driver proxies need of any simulated process (a worker
     `Process` or a Vessel `Boot`): its liveness gate, its crash, fault draws."""
 
@@ -44,8 +45,9 @@ class Incarnation:
         if not self.alive:
             raise ProcessCrashed(self.id)
 
+    @abstractmethod
     def crash(self, reason: str) -> None:
-        raise NotImplementedError
+        """Die now: mark dead, cancel every task; later seam calls raise ProcessCrashed."""
 
     async def guard(self, op: Callable[[], Awaitable[T]]) -> T:
         """Run one store transaction with this process's liveness gate installed."""

@@ -8,7 +8,9 @@ Test/local process state only: nothing survives the process.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
@@ -140,54 +142,29 @@ class MemoryJobStore:
         failure: AttemptFailure,
         now: datetime,
     ) -> LeasedJob:
-        await enter()
-        job = self._job(job_id)
-        return self._apply(
-            rules.decide_retry(
-                job,
-                fence,
-                owner,
-                retry_at,
-                failure,
-                now,
-                self._next_event(job_id),
-                self._call_interpretation(job, fence),
-            )
-        )
+        return await self._end_attempt(rules.decide_retry, job_id, fence, owner, retry_at,
+                                       failure, now)
 
     async def fail(
         self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
     ) -> LeasedJob:
-        await enter()
-        job = self._job(job_id)
-        return self._apply(
-            rules.decide_fail(
-                job,
-                fence,
-                owner,
-                failure,
-                now,
-                self._next_event(job_id),
-                self._call_interpretation(job, fence),
-            )
-        )
+        return await self._end_attempt(rules.decide_fail, job_id, fence, owner, failure, now)
 
     async def exhaust(
         self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
     ) -> LeasedJob:
+        return await self._end_attempt(rules.decide_exhaust, job_id, fence, owner, failure, now)
+
+    async def _end_attempt(
+        self, decide: Callable[..., rules.Decision], job_id: UUID, fence: int, owner: str,
+        *args: Any,
+    ) -> LeasedJob:
+        """Let `decide` end the fence's attempt (with the next event index and the
+        interpretation its call served) and apply it, in one gated transaction."""
         await enter()
         job = self._job(job_id)
-        return self._apply(
-            rules.decide_exhaust(
-                job,
-                fence,
-                owner,
-                failure,
-                now,
-                self._next_event(job_id),
-                self._call_interpretation(job, fence),
-            )
-        )
+        return self._apply(decide(job, fence, owner, *args, self._next_event(job_id),
+                                  self._call_interpretation(job, fence)))
 
     async def reprocess(self, job_id: UUID, now: datetime) -> LeasedJob:
         await enter()

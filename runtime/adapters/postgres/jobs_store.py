@@ -12,6 +12,7 @@ No statement calls now(): every timestamp comes from the caller's Clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -302,52 +303,29 @@ class PostgresJobStore(Transactional):
         failure: AttemptFailure,
         now: datetime,
     ) -> LeasedJob:
-        async with self._transaction() as cur:
-            job = await self._lock(cur, job_id)
-            decision = rules.decide_retry(
-                job,
-                fence,
-                owner,
-                retry_at,
-                failure,
-                now,
-                await self._next_event(cur, job_id),
-                await self._call_interpretation(cur, job, fence),
-            )
-            await self._write(cur, decision)
-        return decision.outcome()
+        return await self._end_attempt(rules.decide_retry, job_id, fence, owner, retry_at,
+                                       failure, now)
 
     async def fail(
         self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
     ) -> LeasedJob:
-        async with self._transaction() as cur:
-            job = await self._lock(cur, job_id)
-            decision = rules.decide_fail(
-                job,
-                fence,
-                owner,
-                failure,
-                now,
-                await self._next_event(cur, job_id),
-                await self._call_interpretation(cur, job, fence),
-            )
-            await self._write(cur, decision)
-        return decision.outcome()
+        return await self._end_attempt(rules.decide_fail, job_id, fence, owner, failure, now)
 
     async def exhaust(
         self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
     ) -> LeasedJob:
+        return await self._end_attempt(rules.decide_exhaust, job_id, fence, owner, failure, now)
+
+    async def _end_attempt(
+        self, decide: Callable[..., rules.Decision], job_id: UUID, fence: int, owner: str,
+        *args: Any,
+    ) -> LeasedJob:
+        """One transaction: lock the job, let `decide` end the fence's attempt (with the
+        next event index and the interpretation its call served), write the decision."""
         async with self._transaction() as cur:
             job = await self._lock(cur, job_id)
-            decision = rules.decide_exhaust(
-                job,
-                fence,
-                owner,
-                failure,
-                now,
-                await self._next_event(cur, job_id),
-                await self._call_interpretation(cur, job, fence),
-            )
+            decision = decide(job, fence, owner, *args, await self._next_event(cur, job_id),
+                              await self._call_interpretation(cur, job, fence))
             await self._write(cur, decision)
         return decision.outcome()
 
