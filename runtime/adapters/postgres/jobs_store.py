@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 from uuid import UUID
 
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from runtime.adapters.postgres.connect import DEFAULT_CONNECT_TIMEOUT_S, open_pool, probe
-from runtime.adapters.postgres.migrate import require_current
+from runtime.adapters.postgres.pooled import PooledStore
 from runtime.adapters.postgres.records import (
     assignments,
     column_list,
@@ -31,7 +29,7 @@ from runtime.adapters.postgres.records import (
     to_params,
 )
 from runtime.adapters.postgres.rows import aware
-from runtime.adapters.postgres.tx import Cursor, Transactional, maybe
+from runtime.adapters.postgres.tx import Cursor, maybe
 from runtime.jobs import rules
 from runtime.jobs.errors import UnknownJob
 from runtime.jobs.models import (
@@ -124,42 +122,12 @@ def _evidence(row: dict[str, Any]) -> EvidenceRecord:
     return from_row(EvidenceRecord, row, EVIDENCE_COLUMNS)
 
 
-class PostgresJobStore(Transactional):
+class PostgresJobStore(PooledStore):
     """Build it with `await PostgresJobStore.connect(dsn)`; close it when done."""
 
     def __init__(self, pool: AsyncConnectionPool, renew_every_s: float = RENEW_EVERY_S) -> None:
         super().__init__(pool)
         self.renew_every_s = renew_every_s
-
-    @classmethod
-    async def connect(
-        cls,
-        dsn: str,
-        *,
-        min_size: int = 1,
-        max_size: int = 4,
-        timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        check_schema: bool = True,
-    ) -> PostgresJobStore:
-        """Connect within `timeout_s` (ConnectFailed otherwise); with `check_schema`
-        the database must be at this code's newest migration."""
-        conn = await probe(dsn, timeout_s)
-        async with conn:
-            if check_schema:
-                await require_current(conn)
-        pool = await open_pool(dsn, min_size=min_size, max_size=max_size, timeout_s=timeout_s)
-        return cls(pool)
-
-    async def __aenter__(self) -> PostgresJobStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- helpers (inside one transaction) -----------------------------------------
 

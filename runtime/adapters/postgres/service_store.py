@@ -15,18 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 from uuid import UUID
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from runtime.adapters.postgres.connect import DEFAULT_CONNECT_TIMEOUT_S, open_pool, probe
-from runtime.adapters.postgres.migrate import require_current
+from runtime.adapters.postgres.pooled import PooledStore
 from runtime.adapters.postgres.records import assignments, column_list, placeholders
 from runtime.adapters.postgres.rows import aware
-from runtime.adapters.postgres.tx import Cursor, Transactional, maybe
+from runtime.adapters.postgres.tx import Cursor, maybe
 from runtime.service import rules
 from runtime.service.errors import UnknownAttempt
 from runtime.service.models import Evidence, ServiceJobAttempt, ServiceOutcome, ServiceState
@@ -132,36 +130,8 @@ def from_row(row: dict[str, Any]) -> ServiceJobAttempt:
     return ServiceJobAttempt.model_validate(fields)
 
 
-class PostgresServiceStore(Transactional):
+class PostgresServiceStore(PooledStore):
     """Build it with `await PostgresServiceStore.connect(dsn)`; close it when done."""
-
-    @classmethod
-    async def connect(
-        cls,
-        dsn: str,
-        *,
-        min_size: int = 1,
-        max_size: int = 4,
-        timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        check_schema: bool = True,
-    ) -> PostgresServiceStore:
-        conn = await probe(dsn, timeout_s)
-        async with conn:
-            if check_schema:
-                await require_current(conn)
-        pool = await open_pool(dsn, min_size=min_size, max_size=max_size, timeout_s=timeout_s)
-        return cls(pool)
-
-    async def __aenter__(self) -> PostgresServiceStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def _lock(self, cur: Cursor, attempt_id: UUID) -> ServiceJobAttempt:
         row = await maybe(cur, LOCK, {"id": attempt_id})
