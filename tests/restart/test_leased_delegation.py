@@ -305,6 +305,6 @@ def test_every_leased_check_has_a_test() -> None:
         "leased.hung_model_request", "leased.vessel_killed_after_submit",
         "leased.worker_killed_after_stage", "leased.lost_model_reply",
         "leased.repeated_crashes", "leased.cancel_waits_for_lease",
-        "leased.late_result_fenced_out",
+        "leased.late_result_fenced_out", "leased.worker_killed_at_inference_returned",
     }
     assert set(LEASED_CHECKS) == tested
