@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 from uuid import UUID
 
@@ -100,17 +99,6 @@ class PostgresLedger(WaitsMixin):
             acquire_timeout_s=acquire_timeout_s,
         )
         return cls(pool)
-
-    async def __aenter__(self) -> PostgresLedger:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- admission ----------------------------------------------------------
 

@@ -2,13 +2,12 @@
 
 `connect` probes the server within `timeout_s` (ConnectFailed otherwise, with
 nothing left open), checks with `check_schema` that the database is at this
-code's newest migration, then opens a small pool. The store is an async
-context manager that closes its pool on exit.
+code's newest migration, then opens a small pool. Like every
+`Transactional`, the store is an async context manager that closes its pool.
 """
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
 
 from runtime.adapters.postgres.connect import DEFAULT_CONNECT_TIMEOUT_S, open_pool, probe
@@ -33,14 +32,3 @@ class PooledStore(Transactional):
                 await require_current(conn)
         pool = await open_pool(dsn, min_size=min_size, max_size=max_size, timeout_s=timeout_s)
         return cls(pool)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

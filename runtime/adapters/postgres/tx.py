@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 from uuid import UUID
 
 import psycopg
@@ -46,6 +47,17 @@ class Transactional:
 
     async def close(self) -> None:
         await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     @asynccontextmanager
     async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Cursor]:
