@@ -13,6 +13,10 @@ Guarantees:
   `CredentialsInvalid` (one line), never half-applied.
 - Without any token, `Credentials` refuses to exist unless `insecure_local`
   is set; then every request acts as principal "local".
+- `VESSEL_ADMINS="alice,ops"` names principals holding the admin scope:
+  they may read, stream and cancel every principal's Runs. Everyone else
+  sees only the Runs they admitted (`may_access`); an admin name that is
+  not a known principal is refused.
 - `principal_for` compares the presented token against every known token in
   constant time per token, so response timing does not reveal a prefix.
 """
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 
 TOKENS_ENV = "VESSEL_TOKENS"
 TOKEN_ENV = "VESSEL_TOKEN"
+ADMINS_ENV = "VESSEL_ADMINS"
 OPERATOR = "operator"
 LOCAL = "local"
 
@@ -53,6 +58,12 @@ def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return tokens
 
 
+def admins_from_env(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The principals VESSEL_ADMINS grants the admin scope; may be empty."""
+    env = os.environ if environ is None else environ
+    return frozenset(name.strip() for name in env.get(ADMINS_ENV, "").split(",") if name.strip())
+
+
 def _add(tokens: dict[str, str], principal: str, token: str, source: str) -> None:
     if principal in tokens:
         raise CredentialsInvalid(f"{source}: principal {principal!r} is given more than once")
@@ -70,6 +81,7 @@ def _masked(entry: str) -> str:
 class Credentials:
     tokens: Mapping[str, str] = field(default_factory=dict)
     insecure_local: bool = False
+    admins: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.tokens and not self.insecure_local:
@@ -80,6 +92,11 @@ class Credentials:
         for principal, token in self.tokens.items():
             if not principal or not token:
                 raise CredentialsInvalid("principals and tokens must not be empty")
+        unknown = sorted(self.admins - set(self.tokens))
+        if unknown and self.enforced:
+            raise CredentialsInvalid(
+                f"{ADMINS_ENV}: {', '.join(map(repr, unknown))} is not a principal with a token"
+            )
 
     @property
     def enforced(self) -> bool:
@@ -96,6 +113,11 @@ class Credentials:
             if hmac.compare_digest(token.encode(), known.encode()):
                 found = principal
         return found
+
+
+    def may_access(self, principal: str, owner: str) -> bool:
+        """Whether `principal` may read, stream or cancel a Run `owner` admitted."""
+        return principal == owner or principal in self.admins or not self.enforced
 
 
 def credentials(

@@ -41,7 +41,7 @@ import typer
 
 from runtime.adapters.crashplan import CrashPlan, CrashPlanInvalid
 from runtime.adapters.leased_agents import DEFAULT_MODEL_VERSION
-from runtime.app.auth import Credentials, CredentialsInvalid, tokens_from_env
+from runtime.app.auth import Credentials, CredentialsInvalid, admins_from_env, tokens_from_env
 from runtime.app.jobs_cli import jobs as jobs_commands
 from runtime.faults import CATALOGUE
 
@@ -211,7 +211,8 @@ def serve(
     if services not in ("reference", "none"):
         fail(f"--services must be reference or none, not {services!r}")
     try:
-        creds = Credentials(tokens_from_env(), insecure_local=insecure_local)
+        creds = Credentials(tokens_from_env(), insecure_local=insecure_local,
+                            admins=admins_from_env())
         plan = CrashPlan.from_env()
     except (CredentialsInvalid, CrashPlanInvalid) as exc:
         fail(str(exc))

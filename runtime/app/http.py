@@ -17,6 +17,9 @@ principal comes from the token, see `runtime.app.auth`):
   201 a new Run, 200 an idempotent replay, 409 the key reused for different
   work or the session busy, 422 invalid input.
 - `GET /runs/{id}`: the Run as the ledger holds it.
+- Owner checks: reading, streaming and cancelling a Run need the principal
+  that admitted it, or the admin scope (`VESSEL_ADMINS`); anyone else gets
+  the same 404 as for a Run that does not exist, so ids reveal nothing.
 - `POST /runs/{id}/cancel`: the Lifespan's Canceller (seed 000,
   "Cancellation, mutation, and recovery"): 202 while honestly CANCELLING,
   200 once CANCELLED or when the Run had already ended.
@@ -24,7 +27,8 @@ principal comes from the token, see `runtime.app.auth`):
   credential's principal, who must own the consent (403 otherwise); 409 when
   it was already decided otherwise or cancelled.
 - `GET /runs/{id}/events`: server-sent events (`runtime.app.sse`), resuming
-  after `Last-Event-ID`; a cursor from the future is a 409, not a stream.
+  after `Last-Event-ID`; a cursor from the future is a 409, not a stream;
+  429 when the Run or the principal already holds its share of open streams.
 - `GET /health`: phase, boot id, degraded reasons, queue and relay status;
   200 when ready, else 503.
 
@@ -32,6 +36,9 @@ Guarantees:
 - Every 4xx and 5xx body is a JSON `ErrorBody` (`error`, `field`, `reason`);
   no traceback reaches a client. Unexpected errors are logged here and
   answered 500.
+- Limits (`runtime.app.limits`): request bodies over the limit get 413,
+  too many open event streams 429, and without credentials a Host that is
+  not loopback 421.
 - Every refusal happens before the ledger is written: authentication runs
   before the body is read, request models and the Pattern's state model
   are checked before `submit`, and the engine itself writes nothing for the
@@ -61,6 +68,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runtime.app.auth import Credentials
 from runtime.app.auth import credentials as normalise_credentials
 from runtime.app.lifespan import Lifespan
+from runtime.app.limits import BodyLimit, HttpLimits, LoopbackHostOnly, StreamSlots
 from runtime.app.schemas import (
     CREDENTIAL_FIELDS,
     MAX_IDEMPOTENCY_KEY,
@@ -86,7 +94,7 @@ from runtime.errors import (
     UnknownPattern,
 )
 from runtime.events.errors import CapacityExceeded, CursorFromFuture, InvalidCursor
-from runtime.models import Intent
+from runtime.models import Intent, Run
 from runtime.stasis.consent import ConsentRefused, decide
 
 log = logging.getLogger(__name__)
@@ -135,6 +143,15 @@ def error_response(
 
 class EventStream(StreamingResponse):
     media_type = "text/event-stream"
+    release: Callable[[], None] | None = None
+    """Gives back the stream's slot when the response ends, however it ends."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.release is not None:
+                self.release()
 
 
 SSE_DESCRIPTION = (
@@ -160,6 +177,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 @dataclass
 class AppState:
     profile: str
+    creds: Credentials
+    streams: StreamSlots
     lifespan: Lifespan | None = None
     draining: bool = False
     """Set when the server begins shutting down: event streams end at once
@@ -252,7 +271,7 @@ def validation_body(errors: Sequence[Mapping[str, Any]], prefix: str = "") -> Er
 STATUS_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
     405: "method_not_allowed", 406: "not_acceptable", 413: "too_large",
-    415: "unsupported_media_type",
+    415: "unsupported_media_type", 421: "misdirected_request", 429: "too_many_requests",
 }
 
 
@@ -333,11 +352,13 @@ def create_app(
     insecure_local: bool = False,
     profile: str = "memory",
     title: str = "Vessel",
+    limits: HttpLimits | None = None,
 ) -> FastAPI:
     """The Vessel application; raises CredentialsInvalid without credentials
     unless `insecure_local`."""
     creds = normalise_credentials(credentials, insecure_local=insecure_local)
-    state = AppState(profile=profile)
+    limits = limits or HttpLimits()
+    state = AppState(profile=profile, creds=creds, streams=StreamSlots(limits))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -358,6 +379,9 @@ def create_app(
     )
     app.state.vessel = state
     app.add_middleware(BearerAuth, creds=creds)
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    if not creds.enforced:
+        app.add_middleware(LoopbackHostOnly)
     app.add_middleware(CatchAll)
     _install_handlers(app)
     _install_routes(app, state)
@@ -424,7 +448,7 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
         response_model=RunView,
         summary="Admit a Run",
         responses={200: {"model": RunView, "description": "Idempotent replay of an admitted Run"},
-                   **_errors(401, 409, 422, 503)},
+                   **_errors(401, 409, 413, 422, 503)},
     )
     async def submit_run(
         body: RunRequest,
@@ -447,10 +471,7 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
     @app.get("/runs/{run_id}", response_model=RunView, summary="Read a Run",
              responses=_errors(401, 404, 422, 503))
     async def get_run(run_id: UUID, who: Principal, life: Serving) -> RunView:
-        run = await life.vessel.deps.ledger.get_run(run_id)
-        if run is None:
-            raise ApiError(404, "not_found", f"Run {run_id} not found", "run_id")
-        return RunView.of(run)
+        return RunView.of(await _accessible_run(state, life, run_id, who))
 
     @app.post(
         "/runs/{run_id}/cancel",
@@ -461,6 +482,7 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
     )
     async def cancel_run(run_id: UUID, response: Response, who: Principal,
                          life: Serving) -> RunView:
+        await _accessible_run(state, life, run_id, who)  # nothing is written for another's Run
         run = await life.canceller.cancel(run_id)
         response.status_code = 200 if run.status.terminal else 202
         return RunView.of(run)
@@ -489,7 +511,7 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
         summary="Stream a Run's events (server-sent events)",
         responses={200: {"description": SSE_DESCRIPTION,
                          "content": {"text/event-stream": {"itemSchema": SSE_ITEM}}},
-                   **_errors(401, 404, 409, 422, 503)},
+                   **_errors(401, 404, 409, 422, 429, 503)},
     )
     async def run_events(
         run_id: UUID,
@@ -502,16 +524,24 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
         ] = None,
     ) -> Response:
         ledger, bus = life.vessel.deps.ledger, life.vessel.worker.bus
-        if await ledger.get_run(run_id) is None:
-            raise ApiError(404, "not_found", f"Run {run_id} not found", "run_id")
-        subscription = open_events(bus, run_id, last_event_id or 0)
+        await _accessible_run(state, life, run_id, who)
+        release = state.streams.acquire(run_id, who)
+        if isinstance(release, str):
+            raise ApiError(429, "too_many_streams", release, headers={"Retry-After": "5"})
+        try:
+            subscription = open_events(bus, run_id, last_event_id or 0)
+        except BaseException:
+            release()
+            raise
         stream = RunEventStream(
             bus, ledger, run_id, subscription,
             serving=lambda: life.status.phase == "ready" and not state.draining,
         )
-        return EventStream(
+        response = EventStream(
             stream.frames(), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         )
+        response.release = release
+        return response
 
     @app.get("/health", response_model=HealthView, summary="Startup state (no credential)",
              responses={503: {"model": HealthView, "description": "Not serving"}})
@@ -519,6 +549,15 @@ def _install_routes(app: FastAPI, state: AppState) -> None:
         view = _health(state)
         response.status_code = 200 if view.ready else 503
         return view
+
+
+async def _accessible_run(state: AppState, life: Lifespan, run_id: UUID, who: str) -> Run:
+    """The Run, if `who` admitted it or holds the admin scope; else the 404 an
+    unknown id gets, so another principal's Run ids reveal nothing."""
+    run = await life.vessel.deps.ledger.get_run(run_id)
+    if run is None or not state.creds.may_access(who, run.intent.sigil):
+        raise ApiError(404, "not_found", f"Run {run_id} not found", "run_id")
+    return run
 
 
 def _intent(body: RunRequest, who: str, key: str | None) -> Intent:

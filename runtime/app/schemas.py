@@ -9,9 +9,11 @@ can refuse is refused here, before any ledger call:
   `sigil` (the principal) comes from the credential, `idempotency_key` from
   the `Idempotency-Key` header and `source` is the surface itself; naming
   them in the body is refused, never silently overridden.
-- Strings must not contain NUL characters and numbers in `content` must be
-  finite: PostgreSQL text and JSONB cannot store either, so accepting them
-  would turn a caller's mistake into a server error on the durable profile.
+- Strings must not contain NUL characters or lone UTF-16 surrogates (JSON
+  lets `"\\ud800"` through; UTF-8 cannot encode it) and numbers in `content`
+  must be finite: PostgreSQL text and JSONB cannot store any of them, so
+  accepting them would turn a caller's mistake into a server error on the
+  durable profile, and the memory profile refuses them the same way.
 - Sizes are bounded (`MAX_*`), so one request cannot become an unbounded row.
 
 Every 4xx and 5xx body is an `ErrorBody`: `error` (a stable code), `field`
@@ -44,11 +46,17 @@ CREDENTIAL_FIELDS = {
 
 
 def check_no_nul(value: Any, where: str) -> None:
-    """Refuse NUL characters anywhere in a JSON value (keys included), and
-    non-finite numbers, which PostgreSQL cannot store."""
+    """Refuse NUL characters and lone surrogates anywhere in a JSON value
+    (keys included), and non-finite numbers: PostgreSQL cannot store them."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"{where} must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{where} must not contain lone surrogates (not encodable as UTF-8)"
+            ) from None
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{where} must not contain NaN or infinite numbers")

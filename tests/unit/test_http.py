@@ -114,9 +114,11 @@ class Api:
 
 async def _serve(vessel: Vessel, **kwargs: Any) -> AsyncIterator[Api]:
     app = create_app(vessel_lifespan(vessel), kwargs.pop("credentials", TOKENS), **kwargs)
+    # Without credentials only loopback Host names are answered (runtime.app.limits).
+    base_url = "http://localhost" if kwargs.get("insecure_local") else "http://vessel"
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://vessel") as client:
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield Api(client, vessel, app)
 
 
