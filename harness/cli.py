@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -418,22 +417,13 @@ def scenarios() -> None:
     out.print(table)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: usage mistakes are one line and exit 2 (`harness.usage`)."""
+    from harness import usage
+
     logging.basicConfig(level=logging.ERROR)
     logging.disable(logging.WARNING)
-    try:
-        rv = app(standalone_mode=False)
-    except click.exceptions.UsageError as exc:
-        err.print(f"error: {exc.format_message()}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except click.exceptions.Abort:
-        err.print("error: aborted")
-        sys.exit(2)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    sys.exit(usage.run(app, "harness", argv))
 
 
 if __name__ == "__main__":

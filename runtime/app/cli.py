@@ -301,38 +301,16 @@ def faults(
         typer.echo(f"{'':<{width}}  -> {p.expected}")
 
 
-def _usage_error(exc: BaseException) -> bool:
-    """click's UsageError, whichever click (typer vendors its own) raised it."""
-    return any(cls.__name__ == "UsageError" for cls in type(exc).__mro__)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (`vessel = runtime.app.cli:main`).
 
-    A command-line usage mistake (unknown option, malformed value) is one
-    line on stderr and exit status 2, like every other user mistake.
+    A command-line usage mistake (no command, unknown command or option,
+    malformed value) is one line on stderr and exit status 2, like every
+    other user mistake (`runtime.app.usage`).
     """
-    args = argv if argv is not None else sys.argv[1:]
-    try:
-        code = cli(args=args, prog_name="vessel", standalone_mode=False)
-    except typer.Abort:
-        typer.echo("vessel: aborted", err=True)
-        sys.exit(1)
-    except Exception as exc:
-        if not _usage_error(exc):
-            raise
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            ctx = getattr(exc, "ctx", None)
-            typer.echo(ctx.get_help() if ctx is not None else "usage: vessel --help", err=True)
-            sys.exit(EXIT_USAGE)
-        command = "vessel " + args[0] if args[:1] and args[0] in _COMMANDS else "vessel"
-        message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
-        typer.echo(f"vessel: {message} (see '{command} --help')", err=True)
-        sys.exit(EXIT_USAGE)
-    sys.exit(code if isinstance(code, int) else 0)
+    from runtime.app import usage
 
-
-_COMMANDS = ("serve", "migrate", "faults", "jobs")
+    sys.exit(usage.run(cli, "vessel", argv, prefix="vessel: "))
 
 
 if __name__ == "__main__":
