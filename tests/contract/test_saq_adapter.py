@@ -244,3 +244,43 @@ async def test_observe_abort_is_bounded_when_nobody_runs_the_job(saq: SaqBroker)
     assert time.monotonic() - began < 2.0
     assert not seen.acknowledged
     assert seen.final is not None and seen.final.status is JobStatus.ABORTING
+
+
+async def test_queue_teardown_defers_a_task_cancel_until_every_pool_was_closed(
+    pg_fresh_dsn: str,
+) -> None:
+    """Seed 000, shutdown paragraph: a plain `Task.cancel()` landing while the
+    first queue (`rites`, reverse order) closes its real SAQ pool waits until
+    that pool has closed and `runs` was disconnected too, then is re-raised."""
+    import asyncio
+
+    broker = SaqBroker(pg_fresh_dsn)
+    await broker.connect()
+    queues = {name: broker.queue(name) for name in broker.queue_names}
+    first = queues[broker.queue_names[-1]]
+    entered, proceed = asyncio.Event(), asyncio.Event()
+    real_disconnect = first.disconnect
+
+    async def held_disconnect() -> None:
+        entered.set()
+        await proceed.wait()
+        await real_disconnect()
+
+    first.disconnect = held_disconnect  # type: ignore[method-assign]
+    task = asyncio.get_running_loop().create_task(broker.disconnect())
+    try:
+        with anyio.fail_after(10):
+            await entered.wait()
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        proceed.set()
+        with pytest.raises(asyncio.CancelledError):
+            with anyio.fail_after(20):
+                await asyncio.shield(task)
+    finally:
+        proceed.set()
+        for queue in queues.values():
+            if not queue.pool.closed:
+                await queue.pool.close()
+    assert {name: q.pool.closed for name, q in queues.items()} == {"runs": True, "rites": True}

@@ -51,6 +51,7 @@ from saq.queue.postgres_migrations import get_migrations
 from saq.types import Context, PartialTimersDict
 
 from runtime.adapters.saq.queue import VesselQueue
+from runtime.adapters.saq.teardown import disconnect_in_reverse
 from runtime.adapters.saq.worker import (
     InProcessWorker,
     ServedWorker,
@@ -136,7 +137,9 @@ class SaqBroker:
                 connected[name] = queue
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await self._disconnect_all(connected)
+                cleanup = await disconnect_in_reverse(connected)
+            if cleanup.cancelled is not None:
+                raise cleanup.cancelled from exc
             if isinstance(exc, (psycopg.Error, OSError, ValueError, TimeoutError)):
                 raise BrokerUnavailable(f"SAQ queues could not connect: {exc}") from exc
             raise
@@ -146,20 +149,30 @@ class SaqBroker:
         """Disconnect every queue in reverse order, attempting all of them.
 
         Refuses while a served worker has not been proven stopped (its tasks
-        may still use the pools). Runs shielded: a cancellation arriving
-        meanwhile is delivered after every queue was attempted. Failures are
-        raised together as one ExceptionGroup.
+        may still use the pools). A cancellation arriving meanwhile, anyio's
+        or a plain `Task.cancel()`, is kept until the queue being closed has
+        closed and every queue was attempted, then re-raised with the
+        failures as its cause; without one, failures are raised together as
+        one ExceptionGroup (`teardown.disconnect_in_reverse`).
         """
-        if self._serving or self._unproven:
+        if not self.stop_proven:
             names = sorted(s.queue for s in self._serving | self._unproven)
             raise BrokerUnavailable(
                 f"SAQ workers of {names} are not proven stopped; the pools stay open"
             )
         queues, self._queues = self._queues, {}
         with anyio.CancelScope(shield=True):
-            errors = await self._disconnect_all(queues)
-        if errors:
-            raise ExceptionGroup("disconnecting SAQ queues", errors)
+            outcome = await disconnect_in_reverse(queues)
+        outcome.raise_for_outcome("disconnecting SAQ queues")
+
+    @property
+    def stop_proven(self) -> bool:
+        """No worker is serving and every stopped worker was proven to have ended.
+
+        While this is False a task of some worker may still use the queue
+        pools and, through its hop, every other shared service.
+        """
+        return not self._serving and not self._unproven
 
     async def __aenter__(self) -> SaqBroker:
         await self.connect()
@@ -215,17 +228,6 @@ class SaqBroker:
                 f"SAQ schema version {stored} (saq_versions) is newer than the {known} "
                 f"this SAQ {saq.__version__} knows; refusing to use it"
             )
-
-    @staticmethod
-    async def _disconnect_all(queues: dict[str, VesselQueue]) -> list[Exception]:
-        errors: list[Exception] = []
-        for name in reversed(list(queues)):
-            try:
-                await queues[name].disconnect()
-            except Exception as exc:
-                log.warning("disconnecting SAQ queue %s failed: %r", name, exc)
-                errors.append(exc)
-        return errors
 
     def queue(self, name: str) -> VesselQueue:
         """The connected SAQ queue `name`; BrokerUnavailable when not connected."""
