@@ -33,6 +33,7 @@ import ipaddress
 import json
 import logging
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -117,6 +118,24 @@ def _migration_line(report: object) -> str:
     return f"schema version {before} -> {after} (applied {listed})"
 
 
+def one_line_error(traceback_text: str, exc: BaseException | None = None) -> str:
+    """The error a failed lifespan reports, as one line: the exception's type and
+    its whole message (a database error's message often spans several lines,
+    and its first line says what failed), never only the traceback's last line.
+
+    Starlette sends the failure from inside its `except` block, so the
+    exception itself is usually at hand; otherwise the message is recovered
+    from the text after the traceback's last indented (frame) line.
+    """
+    if exc is not None:
+        text = "".join(traceback.format_exception_only(type(exc), exc))
+    else:
+        lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
+        frames = [i for i, line in enumerate(lines) if line[:1].isspace()]
+        text = " ".join(lines[frames[-1] + 1:] if frames else lines[-1:]) or traceback_text
+    return " ".join(text.split())
+
+
 class OneLineLifespanErrors:
     """ASGI shim: a failed startup or shutdown is reported to the server as the
     exception's last line instead of Starlette's formatted traceback."""
@@ -137,8 +156,7 @@ class OneLineLifespanErrors:
         async def shortened(message: dict[str, object]) -> None:
             text = message.get("message")
             if str(message.get("type", "")).endswith(".failed") and isinstance(text, str):
-                lines = [line for line in text.strip().splitlines() if line.strip()]
-                message = {**message, "message": lines[-1] if lines else text}
+                message = {**message, "message": one_line_error(text, sys.exc_info()[1])}
             await send(message)
 
         await self.app(scope, receive, shortened)
@@ -249,7 +267,14 @@ def serve(
             await super().shutdown(sockets=sockets)
 
     server = Server(config)
-    server.run()
+    try:
+        server.run()
+    except SystemExit as exc:
+        # uvicorn exits 3 when the lifespan refuses startup or the port cannot
+        # be bound; this CLI documents exit status 1 for a refused startup.
+        if exc.code in (0, None):
+            raise
+        fail("startup failed (see the log above)", EXIT_STARTUP)
     if not server.started:
         fail("startup failed (see the log above)", EXIT_STARTUP)
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from runtime.app.cli import OneLineLifespanErrors, cli, main
+from runtime.app.cli import OneLineLifespanErrors, cli, main, one_line_error
 from runtime.faults import CATALOGUE
 
 CLEAN_ENV: dict[str, str | None] = {
@@ -116,3 +116,43 @@ def test_migrate_applies_then_reports_current_and_serve_refuses_an_old_schema(
     assert first.output.startswith("schema version 0 -> ") and "applied 0001" in first.output
     again = invoke(["migrate", "--dsn", pg_fresh_dsn])
     assert again.exit_code == 0 and "nothing applied" in again.output
+
+
+def test_a_multi_line_database_error_reaches_the_server_whole_on_one_line() -> None:
+    sent: list[dict[str, object]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            raise ConnectionError('connection failed: server at "db" refused\n'
+                                  "Is the server running on that host and accepting TCP/IP?")
+        except ConnectionError:
+            await send({"type": "lifespan.startup.failed", "message": "Traceback ..."})
+
+    async def record(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "lifespan.startup"}
+
+    anyio.run(OneLineLifespanErrors(app), {"type": "lifespan"}, receive, record)
+    assert sent == [{"type": "lifespan.startup.failed",
+                     "message": 'ConnectionError: connection failed: server at "db" refused '
+                                "Is the server running on that host and accepting TCP/IP?"}]
+
+
+def test_a_traceback_text_keeps_every_line_after_its_last_frame() -> None:
+    text = ("Traceback (most recent call last):\n  File \"x.py\", line 1\n    boom()\n"
+            "psycopg.OperationalError: connection failed\nsecond line of it\n")
+    assert one_line_error(text) == "psycopg.OperationalError: connection failed second line of it"
+
+
+def test_a_startup_that_cannot_serve_exits_1_as_documented_not_uvicorns_3() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke(["serve", "--memory", "--insecure-local", "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert "vessel: startup failed" in result.output
