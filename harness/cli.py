@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import report as reports
+from harness import usage
 
 app = typer.Typer(
     add_completion=False,
@@ -119,6 +120,7 @@ def campaign(
         _die(str(exc))
     if jobs < 1:
         _die("--jobs must be at least 1")
+    usage.prepare_outputs({"--json": json_path, "--junit": junit, "--html": html})
     from sim import breaks
 
     work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
@@ -206,6 +208,7 @@ def replay(
     name = _scenarios(scenario)[0]
     _profile(profile)
     fault_plan = _load_plan(plan) if plan else None
+    usage.prepare_outputs({"--trace": trace, "--html": html})
     result = run_simulation(n, name, profile, fault_plan)
     if trace:
         trace.write_text("".join(line + "\n" for line in result.trace_lines))
@@ -241,6 +244,7 @@ def shrink(
     name = _scenarios(scenario)[0]
     _profile(profile)
     start = _load_plan(plan) if plan else None
+    usage.prepare_outputs({"--out": out_path, "--emit-test": emit_test})
     result = do_shrink(n, name, profile, start)
     if result is None:
         say(f"seed {n} of {name} does not fail: nothing to shrink")
@@ -301,7 +305,7 @@ def gate(
         _die(str(exc))
     if jobs < 1:
         _die("--jobs must be at least 1")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    usage.prepare_outputs({}, {"--out": out_dir})
     result = run_gate(rules, jobs, replay_command, receipts)
     (out_dir / "gate.xml").write_text(reports.gate_junit(result))
     (out_dir / "gate.json").write_text(
@@ -346,6 +350,7 @@ def receipts(
         chosen, checks = choose(window or [], all_windows, leased)
     except KeyError as exc:
         _die(str(exc.args[0]))
+    usage.prepare_outputs({}, {"--out": out_dir})
     if dsn:
         os.environ["HARNESS_PG_DSN"] = dsn
     failed = 0
