@@ -82,6 +82,14 @@ def _scenarios(spec: str) -> list[str]:
         _die(str(exc.args[0]))
 
 
+def _one_scenario(spec: str) -> str:
+    """replay and shrink work on one seed of one scenario: `all` and lists are refused."""
+    names = _scenarios("all")
+    if spec.strip() == "all" or "," in spec:
+        _die(f"--scenario takes one scenario, not {spec!r}; choose one of {', '.join(names)}")
+    return _scenarios(spec)[0]
+
+
 def _load_plan(path: Path) -> Any:
     from pydantic import ValidationError
 
@@ -205,7 +213,7 @@ def replay(
     from sim.kernel import run_simulation
 
     n = _int(seed, "--seed")
-    name = _scenarios(scenario)[0]
+    name = _one_scenario(scenario)
     _profile(profile)
     fault_plan = _load_plan(plan) if plan else None
     usage.prepare_outputs({"--trace": trace, "--html": html})
@@ -241,7 +249,7 @@ def shrink(
     from sim.shrink import shrink as do_shrink
 
     n = _int(seed, "--seed")
-    name = _scenarios(scenario)[0]
+    name = _one_scenario(scenario)
     _profile(profile)
     start = _load_plan(plan) if plan else None
     usage.prepare_outputs({"--out": out_path, "--emit-test": emit_test})

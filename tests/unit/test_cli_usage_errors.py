@@ -137,3 +137,21 @@ def test_the_console_scripts_without_arguments_print_one_line(prog: str) -> None
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stderr and "missing command" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "shrink"])
+@pytest.mark.parametrize("spec", ["all", "basic,cancel", "basic, cancel"])
+def test_replay_and_shrink_take_exactly_one_scenario(
+    command: str, spec: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sim.kernel
+    import sim.shrink
+
+    def no_work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a simulation ran for a refused --scenario")
+
+    monkeypatch.setattr(sim.kernel, "run_simulation", no_work)
+    monkeypatch.setattr(sim.shrink, "shrink", no_work)
+    line = _run(("harness", command), "--seed", "1", "--scenario", spec, capsys=capsys)
+    assert "one scenario" in line and "basic" in line and "cancel" in line
