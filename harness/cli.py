@@ -16,11 +16,11 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness import report as reports
 from harness import usage
+from harness.progress import DEFAULT_EVERY_S, Progress
 
 app = typer.Typer(
     add_completion=False,
@@ -116,6 +116,8 @@ def campaign(
     require_coverage: Annotated[
         bool, typer.Option(help="fail when a catalogued fault point never fired")
     ] = False,
+    progress_every: Annotated[float, typer.Option(
+        help="off a terminal: a progress line every N seconds (0: none)")] = DEFAULT_EVERY_S,
 ) -> None:
     """Run every seed of every scenario and report violations and coverage."""
     from sim.campaign import parse_seeds, run_campaign
@@ -132,23 +134,13 @@ def campaign(
     from sim import breaks
 
     work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
-    with Progress(
-        TextColumn("[bold]campaign"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[bad]} violations"), console=err, transient=True,
-    ) as progress:
-        task = progress.add_task("seeds", total=len(work), bad=0)
-        bad = 0
-
-        def tick(result: dict[str, Any]) -> None:
-            nonlocal bad
-            bad += result["verdict"] != "ok"
-            progress.update(task, advance=1, bad=bad)
-
-        rep = run_campaign(work, jobs, tick)
+    with Progress(err, progress_every) as progress:
+        progress.expect(len(work))
+        rep = run_campaign(work, jobs, progress.tick)
     for r in rep.results:
         r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
     _print_summary(rep, profile)
-    doc = reports.campaign_json(rep, names, profile)
+    doc = reports.campaign_json(rep, names, profile, require_coverage=require_coverage)
     if json_path:
         json_path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if junit:
@@ -162,8 +154,8 @@ def campaign(
         say("violations found; replay each with:")
         for r in rep.failures:
             say(f"  {r['replay']}")
-        raise typer.Exit(1)
-    if require_coverage and gaps:
+    say(reports.verdict_line(doc))
+    if doc["verdict"] != "pass":
         raise typer.Exit(1)
 
 
@@ -171,29 +163,32 @@ def _print_summary(rep: Any, profile: str) -> None:
     virtual = sum(r["virtual_s"] for r in rep.results)
     runs = sum(r["runs"] for r in rep.results)
     head = Table(title=f"campaign ({profile})")
-    for col in ("seeds", "runs simulated", "virtual s", "wall s", "virtual/wall", "violations"):
-        head.add_column(col, justify="right")
+    for col in ("simulations", "seeds", "runs simulated", "virtual s", "wall s", "virtual/wall",
+                "violations"):
+        head.add_column(col, justify="right", overflow="fold")
     ratio = virtual / rep.wall_s if rep.wall_s else 0.0
-    head.add_row(str(len(rep.results)), str(runs), f"{virtual:,.0f}", f"{rep.wall_s:,.1f}",
+    seeds = len({r["seed"] for r in rep.results})
+    head.add_row(str(len(rep.results)), str(seeds), str(runs), f"{virtual:,.0f}",
+                 f"{rep.wall_s:,.1f}",
                  f"{ratio:,.0f}x", str(len(rep.failures)))
     out.print(head)
     if rep.failures:
         inv = Table(title="violations by invariant")
-        inv.add_column("invariant")
-        inv.add_column("seeds", justify="right")
+        inv.add_column("invariant", overflow="fold")
+        inv.add_column("simulations", justify="right")
         for name, n in rep.violations_by_invariant().items():
             inv.add_row(name, str(n))
         out.print(inv)
     cov = rep.coverage()
     points = Table(title="fault points")
-    points.add_column("point")
+    points.add_column("point", overflow="fold")
     points.add_column("hits", justify="right")
     points.add_column("fires", justify="right")
     for name, c in cov["points"].items():
         points.add_row(name, str(c["hits"]), str(c["fires"]))
     out.print(points)
     kinds = Table(title="fault kinds fired")
-    kinds.add_column("kind")
+    kinds.add_column("kind", overflow="fold")
     kinds.add_column("fires", justify="right")
     for name, n in cov["kinds"].items():
         kinds.add_row(name, str(n))
@@ -303,6 +298,8 @@ def gate(
     jobs: Annotated[int, typer.Option(help="worker processes")] = 2,
     out_dir: Annotated[Path, typer.Option("--out", help="where reports go")] = Path("out/gate"),
     receipts: Annotated[Path | None, typer.Option(help="receipts directory")] = None,
+    progress_every: Annotated[float, typer.Option(
+        help="off a terminal: a progress line every N seconds (0: none)")] = DEFAULT_EVERY_S,
 ) -> None:
     """Decide whether this build may ship: exit 0 ship, 1 do not ship, 2 policy error."""
     from harness.gate import Policy, PolicyError, run_gate
@@ -314,7 +311,8 @@ def gate(
     if jobs < 1:
         _die("--jobs must be at least 1")
     usage.prepare_outputs({}, {"--out": out_dir})
-    result = run_gate(rules, jobs, replay_command, receipts)
+    with Progress(err, progress_every, label="gate") as progress:
+        result = run_gate(rules, jobs, replay_command, receipts, progress)
     (out_dir / "gate.xml").write_text(reports.gate_junit(result))
     (out_dir / "gate.json").write_text(
         json.dumps(reports.gate_json(result), indent=2, sort_keys=True) + "\n")
@@ -408,9 +406,9 @@ def faults() -> None:
     from runtime.faults import CATALOGUE
 
     table = Table(title="fault points")
-    table.add_column("point")
-    table.add_column("window")
-    table.add_column("expected recovery")
+    table.add_column("point", overflow="fold")
+    table.add_column("window", overflow="fold")
+    table.add_column("expected recovery", overflow="fold")
     for p in CATALOGUE.values():
         table.add_row(p.name, p.window, p.expected)
     out.print(table)
@@ -432,8 +430,6 @@ def scenarios() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: usage mistakes are one line and exit 2 (`harness.usage`)."""
-    from harness import usage
-
     logging.basicConfig(level=logging.ERROR)
     logging.disable(logging.WARNING)
     sys.exit(usage.run(app, "harness", argv))

@@ -18,14 +18,17 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from rich.console import Console
 
 from harness.catalogue_check import check as check_catalogue
 from harness.catalogue_check import code_digest
+from harness.progress import Progress
 from runtime.faults import CATALOGUE
 from sim.campaign import CampaignReport, parse_seeds, run_campaign
 from sim.faults.options import PROFILES
@@ -133,16 +136,23 @@ class GateResult:
 
 
 def run_gate(
-    policy: Policy, jobs: int, replay_command: Any, receipts_root: Path | None = None
+    policy: Policy, jobs: int, replay_command: Any, receipts_root: Path | None = None,
+    progress: Progress | None = None,
 ) -> GateResult:
     started = time.perf_counter()
     result = GateResult(digest=code_digest())
+    tell = progress or Progress(Console(quiet=True), 0)
+    tell.expect(sum(len(s.names()) * len(parse_seeds(s.seeds)) for s in policy.campaign))
     reports: list[tuple[CampaignSpec, CampaignReport]] = []
     for spec in policy.campaign:
-        reports.append((spec, _campaign(spec, jobs, replay_command, result)))
+        tell.say(f"campaign {spec.scenarios} x {spec.profile} x {spec.seeds}")
+        reports.append((spec, _campaign(spec, jobs, replay_command, result, tell.tick)))
     _coverage(policy, reports, result)
     _catalogue(result)
+    tell.say("determinism audit: re-running a sample of seeds in fresh processes")
     _determinism(policy, reports, result)
+    if policy.require_receipts:
+        tell.say("restart receipts and leased-job checks on real processes")
     _receipts(policy, receipts_root or Path(policy.receipts_dir), result)
     result.wall_s = time.perf_counter() - started
     result.checks.append(Check("gate", "wall-clock budget", result.wall_s <= policy.budget_s,
@@ -151,13 +161,14 @@ def run_gate(
 
 
 def _campaign(
-    spec: CampaignSpec, jobs: int, replay_command: Any, result: GateResult
+    spec: CampaignSpec, jobs: int, replay_command: Any, result: GateResult,
+    tick: Callable[[dict[str, Any]], None] | None = None,
 ) -> CampaignReport:
     from sim import breaks
 
     work = [(s, n, spec.profile, breaks.from_env())
             for n in spec.names() for s in parse_seeds(spec.seeds)]
-    report = run_campaign(work, jobs)
+    report = run_campaign(work, jobs, tick)
     for name in spec.names():
         mine = [r for r in report.results if r["scenario"] == name]
         bad = [r for r in mine if r["verdict"] != "ok"]

@@ -11,12 +11,59 @@ from runtime.faults import CATALOGUE
 from sim.checker import INVARIANTS
 from sim.kernel import SimResult
 
+SCHEMA_VERSION = 2
+"""Version of the campaign JSON. 2 added `schema_version`, `verdict`, `simulations`
+(one per seed and scenario; `seeds` stays the number of distinct seeds),
+`by_scenario` totals and, per result, `wall_s` and `fires` (fault point ->
+fires, non-zero only)."""
 
-def campaign_json(rep: Any, scenarios: list[str], profile: str) -> dict[str, Any]:
+
+def campaign_verdict(rep: Any, require_coverage: bool = False) -> str:
+    """`fail` on any violation, or on a coverage gap when coverage is required."""
+    return "fail" if rep.failures or (require_coverage and rep.gaps()) else "pass"
+
+
+def by_scenario(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-scenario totals: simulations, distinct seeds, Runs, violations, virtual s."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault(r["scenario"], []).append(r)
     return {
+        name: {
+            "simulations": len(rs),
+            "seeds": len({r["seed"] for r in rs}),
+            "runs_simulated": sum(r["runs"] for r in rs),
+            "violations": sum(r["verdict"] != "ok" for r in rs),
+            "virtual_s": sum(r["virtual_s"] for r in rs),
+        }
+        for name, rs in sorted(groups.items())
+    }
+
+
+def verdict_line(doc: dict[str, Any]) -> str:
+    """The campaign's last line: `verdict: PASS 1200 simulations, 0 violations`."""
+    n = doc["simulations"]
+    scenarios = len(doc["by_scenario"])
+    line = (f"verdict: {doc['verdict'].upper()} {n} simulations ({scenarios} scenarios x "
+            f"{doc['seeds']} seeds, {doc['profile']}), {len(doc['violations'])} violations")
+    gaps = doc["coverage_gaps"]
+    if gaps:
+        required = " (required)" if doc.get("require_coverage") else ""
+        line += f", {len(gaps)} coverage gaps{required}"
+    return line
+
+
+def campaign_json(rep: Any, scenarios: list[str], profile: str,
+                  require_coverage: bool = False) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": campaign_verdict(rep, require_coverage),
+        "require_coverage": require_coverage,
         "scenarios": scenarios,
         "profile": profile,
         "seeds": len({r["seed"] for r in rep.results}),
+        "simulations": len(rep.results),
+        "by_scenario": by_scenario(rep.results),
         "runs_simulated": sum(r["runs"] for r in rep.results),
         "virtual_s": sum(r["virtual_s"] for r in rep.results),
         "wall_s": rep.wall_s,
@@ -34,8 +81,9 @@ def campaign_json(rep: Any, scenarios: list[str], profile: str) -> dict[str, Any
         ],
         "violations_by_invariant": rep.violations_by_invariant(),
         "results": [
-            {k: r[k] for k in ("seed", "scenario", "verdict", "trace_hash", "runs", "boots",
-                               "virtual_s", "fired")}
+            {**{k: r[k] for k in ("seed", "scenario", "verdict", "trace_hash", "runs", "boots",
+                                  "virtual_s", "wall_s", "fired")},
+             "fires": {p: n for p, n in sorted(r["coverage"]["fires"].items()) if n}}
             for r in rep.results
         ],
         "coverage": rep.coverage(),
@@ -113,7 +161,8 @@ def campaign_html(doc: dict[str, Any]) -> str:
     ratio = doc["virtual_s"] / doc["wall_s"] if doc["wall_s"] else 0
     body = (
         f"<h1>Campaign: {html.escape(', '.join(doc['scenarios']))} ({doc['profile']})</h1>"
-        f"<p>{doc['seeds']} seeds, {doc['runs_simulated']} Runs simulated, "
+        f"<p id=totals>{_verdict_html(doc)} {_simulations(doc)}, "
+        f"{doc['runs_simulated']} Runs simulated, "
         f"{doc['virtual_s']:,.0f} virtual s in {doc['wall_s']:,.1f} wall s "
         f"({ratio:,.0f}x).</p>"
         f"<h2>Violations by invariant</h2><table><tr><th>invariant</th><th>seeds</th>"
@@ -125,6 +174,19 @@ def campaign_html(doc: dict[str, Any]) -> str:
         f"<p>Coverage gaps: {html.escape(', '.join(doc['coverage_gaps']) or 'none')}</p>"
     )
     return _page("harness campaign", body)
+
+
+def _simulations(doc: dict[str, Any]) -> str:
+    """`330 simulations (11 scenarios x 30 seeds)`: never a simulation count called seeds."""
+    n = doc.get("simulations", doc["seeds"])
+    scenarios = len(doc.get("by_scenario") or doc["scenarios"])
+    return f"{n} simulations ({scenarios} scenarios x {doc['seeds']} seeds)"
+
+
+def _verdict_html(doc: dict[str, Any]) -> str:
+    verdict = str(doc.get("verdict", "fail" if doc["violations"] else "pass"))
+    css = "ok" if verdict == "pass" else "bad"
+    return f"<span class={css} id=verdict>{html.escape(verdict.upper())}</span>"
 
 
 def replay_html(result: SimResult) -> str:
