@@ -166,6 +166,11 @@ class Ledger(Protocol):
         """Idempotent; only a terminal Run's checkpoint is deleted."""
         ...
 
+    async def checkpoint_debts(self, limit: int) -> list[UUID]:
+        """Terminal Runs that still hold a checkpoint (cleanup owed), by Run id,
+        at most `limit` of them: what the relay retries deleting."""
+        ...
+
     # -- consent (seed 000, "Events, settlement, and waits") -------------------
 
     async def create_consent(self, consent: Consent) -> Consent | None:

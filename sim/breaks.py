@@ -24,7 +24,9 @@ from runtime.cancel import Canceller
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
 from runtime.models import Claim, DeliveryState, Run, RunStatus
+from runtime.recovery import reconcile
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.seams import Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
@@ -111,6 +113,12 @@ async def _blind_absent(ctx: ServiceContext, attempt: ServiceJobAttempt) -> Serv
     return await service_attempts._transmit(ctx, attempt)
 
 
+async def _fatal_release(ledger: Ledger, run_id: UUID) -> bool:
+    """Startup's checkpoint cleanup without its guard: one failed deletion aborts startup."""
+    await ledger.delete_checkpoint(run_id)
+    return True
+
+
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
 _ORIGINAL_ABSENT = service_attempts._absent
@@ -121,6 +129,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "orphan_fence": (DeliveryRecovery, "recover", _rotate_without_fence),
     "stage_fence": (MemoryJobStore, "stage", _unfenced_stage),
     "blind_resubmit": (service_attempts, "_absent", _blind_absent),
+    "cleanup_blocks_startup": (reconcile, "release_checkpoint", _fatal_release),
 }
 
 

@@ -87,6 +87,13 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("fenced_before_rotation", "a delivery is rotated only once the broker job of "
                   "its old sequence is finished or absent", "seed 000 'Cancellation, mutation, "
                   "and recovery'"),
+        Invariant("cleanup_never_blocks", "a failed checkpoint deletion never aborts a boot's "
+                  "startup: cleanup is best-effort debt, retried while the Vessel serves",
+                  "seed 000 'Events, settlement, and waits' (cleanup cannot conceal terminal "
+                  "truth); 'Cancellation, mutation, and recovery'"),
+        Invariant("checkpoint_released", "after heal no terminal Run still holds a checkpoint: "
+                  "the cleanup debt is paid", "seed 000 'Cancellation, mutation, and recovery' "
+                  "(startup retries idempotent checkpoint deletion)"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
                   "CANCELLING remains", "DESIGN section 6"),
@@ -361,6 +368,15 @@ class Checker:
     def on_provider_effect(self, key: str) -> None:
         self._guarded(lambda: self.service_checks.on_provider_effect(key))
 
+    # -- startup ----------------------------------------------------------------
+
+    def on_startup_failed(self, boot: int, cleanup: bool) -> None:
+        """A boot's startup raised; `cleanup`: a checkpoint deletion failure caused it."""
+        if cleanup:
+            self._guarded(lambda: self.fail(
+                "cleanup_never_blocks", f"boot {boot} aborted startup because a checkpoint "
+                "could not be deleted", boot=boot))
+
     # -- effects ----------------------------------------------------------------
 
     def on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
@@ -392,6 +408,7 @@ class Checker:
             if check_liveness:
                 self._check_liveness()
                 self._check_evidence()
+                self._check_cleanup()
             self.job_checks.final(check_liveness)
             self.service_checks.final(check_liveness)
         except _Stop:
@@ -453,6 +470,14 @@ class Checker:
             if n != 1:
                 self.fail("terminal_evidence_once", f"Run {rid} ({run.status.value}) has {n} "
                           "terminal Steps", run=_brief(run))
+
+    def _check_cleanup(self) -> None:
+        ledger = self.world.ledger
+        for rid in sorted(ledger.checkpoint_table, key=str):
+            run = ledger.run_table.get(rid)
+            if run is not None and run.status.terminal:
+                self.fail("checkpoint_released", f"Run {rid} ({run.status.value}) still holds "
+                          "its checkpoint after heal", run=_brief(run))
 
     def _check_subscribers(self) -> None:
         streams: dict[tuple[str, str, int], list[dict[str, Any]]] = {}

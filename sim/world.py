@@ -34,7 +34,7 @@ from runtime.service import ServiceAttemptStore, ServiceContext
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
-from sim.faults.proxies import SimBroker, SimEffects, SimFaultPoints, SimLedger
+from sim.faults.proxies import CheckpointStuck, SimBroker, SimEffects, SimFaultPoints, SimLedger
 from sim.leased import SimModel
 from sim.processes import Incarnation
 from sim.provider import SimDriver, SimProvider, SimServiceStore
@@ -144,7 +144,10 @@ class Boot(Incarnation):
             raise ProcessCrashed(self.id) from exc
         except Exception as exc:
             if self.lifespan.status.phase in ("starting", "reconciling"):
-                self.world.trace.emit("world", "startup.failed", error=type(exc).__name__)
+                cleanup = _caused_by(exc, CheckpointStuck)
+                self.world.trace.emit("world", "startup.failed", error=type(exc).__name__,
+                                      **({"cleanup": True} if cleanup else {}))
+                self.world.checker.on_startup_failed(self.number, cleanup)
                 self.crash(f"startup failed: {type(exc).__name__}")
                 raise ProcessCrashed(self.id) from exc
             raise
@@ -203,6 +206,23 @@ class Boot(Incarnation):
         return box.value  # type: ignore[no-any-return]
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """`exc`, a group member, or anything in its cause/context chain is a `kind`."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, kind):
+            return True
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+    return False
+
+
 @dataclass
 class World:
     seed: int
@@ -220,6 +240,8 @@ class World:
     live_boot: Boot | None = None
     boots: list[Boot] = field(default_factory=list)
     actors: dict[str, object] = field(default_factory=dict)
+    stuck_checkpoints: set[str] = field(default_factory=set)
+    """Runs whose checkpoint deletion fails until heal (FaultKind.CHECKPOINT_STUCK)."""
     shutting_down: bool = False
     background: anyio.abc.TaskGroup | None = None
     """The simulation's own task group: actors that outlive a scenario phase run here."""

@@ -2,7 +2,8 @@
 
 Seed 000_81a5c720b14d934a.txt ("Cancellation, mutation, and recovery"), in
 its order: retry CANCELLING; page terminal Runs to repair missing terminal
-Steps and retry idempotent checkpoint deletion; fence and classify orphaned
+Steps and retry idempotent checkpoint deletion (a failure is owed to the
+relay, never fatal: runtime.recovery.cleanup); fence and classify orphaned
 RUNNING / AWAITING_HARDWARE work (park the exact pre-park windows, fail the rest as lost after
 containment); re-admit decided consents, terminal delegated waits and proven service
 waits (sending a parked attempt still PREPARED); then
@@ -23,6 +24,7 @@ from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.events.repair import repair_terminal_evidence
 from runtime.models import TERMINAL_STATUSES, RunStatus
+from runtime.recovery.cleanup import release_checkpoint
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
 from runtime.recovery.pages import all_runs
@@ -40,6 +42,9 @@ class ReconcileReport:
     deliveries: dict[str, list[UUID]] = field(default_factory=dict)
     refired: list[UUID] = field(default_factory=list)
     repaired: list[UUID] = field(default_factory=list)
+    cleanup_owed: list[UUID] = field(default_factory=list)
+    """Terminal Runs whose checkpoint could not be deleted: owed to the relay,
+    never a reason to degrade or abort startup (cleanup cannot conceal truth)."""
 
     @property
     def failed_orphans(self) -> list[UUID]:
@@ -77,7 +82,8 @@ async def reconcile_runs(
         except Exception:  # evidence is best effort: owe it to the relay, keep starting
             if canceller.evidence_debt is not None:
                 canceller.evidence_debt[run.id] = run.seq
-        await deps.ledger.delete_checkpoint(run.id)
+        if not await release_checkpoint(deps.ledger, run.id):
+            report.cleanup_owed.append(run.id)
     async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
         verdict = await recover_orphan(engine, canceller, run)
         report.orphans.setdefault(verdict, []).append(run.id)

@@ -8,7 +8,8 @@ probe; the service relay sends a parked attempt still PREPARED, reconciles
 the rest by lookup and re-admits once one is proven terminal; CANCELLING
 Runs get their containment retried, and orphans of an earlier boot whose
 containment failed at startup are retried too (hops of this boot are
-recognised by their claim and left alone). Each uses the same
+recognised by their claim and left alone), and checkpoints of terminal Runs
+whose best-effort deletion failed are deleted again. Each uses the same
 code as startup. Exceptions are isolated per Run within a pass.
 """
 
@@ -26,6 +27,7 @@ from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.events.repair import repair_terminal_evidence
 from runtime.models import Run, RunStatus
+from runtime.recovery.cleanup import pay_cleanup_debt
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
 from runtime.recovery.scheduler import Cursor, PageScheduler
@@ -65,6 +67,7 @@ class Relays:
         await self._step(RunStatus.AWAITING_SERVICE, self._service)
         await self._step(RunStatus.QUEUED, lambda r: self._delivery(recovery, r))
         await self._repair_evidence()
+        await self._pay_cleanup()
 
     async def _step(self, status: RunStatus, visit: Callable[[Run], Awaitable[bool]]) -> None:
         scheduler = self.pages.setdefault(status, PageScheduler())
@@ -108,6 +111,16 @@ class Relays:
         verdict = await recovery.recover(run)
         return verdict not in (DeliveryVerdict.FENCING, DeliveryVerdict.HELD_REFUSED,
                                DeliveryVerdict.CORRUPT)
+
+    async def _pay_cleanup(self) -> None:
+        """Retry deleting the checkpoints of terminal Runs that are still owed."""
+        try:
+            still_owed = await pay_cleanup_debt(self.engine.deps.ledger)
+        except Exception as exc:  # the debt read failed; the next pass retries
+            self.errors += 1
+            log.warning("relay: checkpoint debts not read: %r", exc)
+            return
+        self.errors += len(still_owed)
 
     async def _repair_evidence(self) -> None:
         deps = self.engine.deps

@@ -76,6 +76,7 @@ class Injector:
             FaultKind.LOOKUP_LIES: o.lookup_lies_per_lookup,
             FaultKind.SERVICE_ACK_LOST: o.service_ack_lost_per_call,
             FaultKind.SERVICE_TIMEOUT: o.service_timeout_per_call,
+            FaultKind.CHECKPOINT_STUCK: o.checkpoint_stuck_per_delete,
         }[kind]
 
     def _amount(self, kind: FaultKind) -> float:

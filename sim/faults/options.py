@@ -102,6 +102,10 @@ class FaultOptions(BaseModel):
     service_timeout_per_call: float = Field(
         default=0.0, ge=0, le=1, description="a provider call never answers (past its deadline)"
     )
+    checkpoint_stuck_per_delete: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a checkpoint deletion fails, and every retry for that Run fails until heal",
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -131,6 +135,7 @@ class FaultOptions(BaseModel):
             (FaultKind.LOOKUP_LIES, self.lookup_lies_per_lookup),
             (FaultKind.SERVICE_ACK_LOST, self.service_ack_lost_per_call),
             (FaultKind.SERVICE_TIMEOUT, self.service_timeout_per_call),
+            (FaultKind.CHECKPOINT_STUCK, self.checkpoint_stuck_per_delete),
         ]
         return [kind for kind, p in pairs if p > 0]
 
@@ -163,6 +168,7 @@ DEFAULT = FaultOptions(
     lookup_lies_per_lookup=0.1,
     service_ack_lost_per_call=0.1,
     service_timeout_per_call=0.05,
+    checkpoint_stuck_per_delete=0.02,
 )
 
 PROFILES = ("calm", "default", "swarm")
@@ -208,6 +214,8 @@ def swarm(rng: random.Random, more: random.Random | None = None) -> FaultOptions
         lookup_lies_per_lookup=maybe(0.3, extra),
         service_ack_lost_per_call=maybe(0.3, extra),
         service_timeout_per_call=maybe(0.2, extra),
+        # Drawn last, from `more`: adding it changed no earlier draw of any seed.
+        checkpoint_stuck_per_delete=maybe(0.3, extra),
     )
 
 

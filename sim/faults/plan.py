@@ -43,6 +43,8 @@ class FaultKind(enum.StrEnum):
     LOOKUP_LIES = "lookup_lies"
     SERVICE_ACK_LOST = "service_ack_lost"
     SERVICE_TIMEOUT = "service_timeout"
+    # Best-effort cleanup (seed 000, "Events, settlement, and waits").
+    CHECKPOINT_STUCK = "checkpoint_stuck"
 
 
 class AtPoint(BaseModel):

@@ -61,6 +61,7 @@ class _Guarded:
 LEDGER_READS = (
     "get_run", "get_delivery", "deliveries", "runs_in_session", "page_runs", "steps", "dump",
     "load_checkpoint", "get_consent", "consents_of", "get_agent_job", "agent_jobs_of",
+    "checkpoint_debts",
 )
 LEDGER_WRITES = (
     "admit_run", "release_held", "fail_held", "mark_published", "claim_delivery", "settle_run",
@@ -70,6 +71,11 @@ LEDGER_WRITES = (
     "readmit_after_delegate", "park_service", "readmit_after_service", "await_hardware",
     "resume_hardware", "begin_cancel", "finish_cancel",
 )
+
+
+class CheckpointStuck(LedgerUnavailable):
+    """A checkpoint that cannot be deleted (a held lock, a storage fault): every
+    deletion of that Run's checkpoint fails like this until heal."""
 
 
 class SimLedger(_Guarded):
@@ -84,11 +90,18 @@ class SimLedger(_Guarded):
         super().__init__(boot)
         self.inner = ledger
 
-    async def _tx(self, name: str, write: bool, op: Callable[[], Awaitable[T]]) -> T:
+    async def _tx(
+        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None
+    ) -> T:
         self.boot.check_alive()
         if name == "append_step":
             await self._step_faults()
-        fault, amount = self._fire(f"ledger.{name}", LEDGER_WRITE if write else LEDGER_READ)
+        kinds = LEDGER_WRITE if write else LEDGER_READ
+        if name == "delete_checkpoint":
+            kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
+        fault, amount = self._fire(f"ledger.{name}", kinds)
+        if name == "delete_checkpoint" and run_id is not None:
+            self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
         if fault is FaultKind.LEDGER_LATENCY:
             await anyio.sleep(amount)
         if fault is FaultKind.LEDGER_TRANSIENT:
@@ -99,6 +112,14 @@ class SimLedger(_Guarded):
         if fault is FaultKind.LEDGER_AMBIGUOUS:
             raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
         return result
+
+    def _refuse_stuck(self, run_id: str, fired: bool) -> None:
+        """A stuck checkpoint refuses its deletion (nothing applied) until heal."""
+        stuck = self.world.stuck_checkpoints
+        if fired:
+            stuck.add(run_id)
+        if run_id in stuck and not self.world.injector.healed:
+            raise CheckpointStuck(f"injected: the checkpoint of Run {run_id} cannot be deleted")
 
     async def _step_faults(self) -> None:
         """The Step writer's own faults: a stalled or a failed append."""
@@ -126,7 +147,7 @@ def _run_of(args: tuple[Any, ...]) -> str | None:
 def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
-        result = await self._tx(name, write, lambda: inner(*args, **kwargs))
+        result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
         if write and name != "append_step":
             self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args),
                                   changed=result is not None and result is not False)

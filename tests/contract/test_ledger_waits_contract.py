@@ -106,6 +106,23 @@ async def test_checkpoint_is_deleted_only_after_terminal_truth(ledger: Ledger) -
     assert await ledger.delete_checkpoint(uid(9)) is False
 
 
+async def test_checkpoint_debts_list_terminal_runs_still_holding_one(ledger: Ledger) -> None:
+    """Seed 000 "Events, settlement, and waits": cleanup that failed stays owed."""
+    live, owed, paid = [await running(ledger, n) for n in (1, 2, 3)]
+    for run in (live, owed, paid):
+        await ledger.save_checkpoint(checkpoint(run.id))
+    assert await ledger.checkpoint_debts(10) == []  # nonterminal checkpoints are no debt
+    await ledger.settle_run(owed.id, 0, DONE, at(5))
+    await ledger.settle_run(paid.id, 0, DONE, at(5))
+    assert await ledger.checkpoint_debts(10) == sorted([owed.id, paid.id], key=str)
+    assert await ledger.checkpoint_debts(1) == sorted([owed.id, paid.id], key=str)[:1]
+    await ledger.delete_checkpoint(paid.id)
+    assert await ledger.checkpoint_debts(10) == [owed.id]
+    await ledger.delete_checkpoint(owed.id)
+    assert await ledger.checkpoint_debts(10) == []
+    assert await ledger.load_checkpoint(live.id) is not None
+
+
 # -- consent -------------------------------------------------------------------------
 
 

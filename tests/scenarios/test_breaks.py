@@ -38,3 +38,15 @@ def test_rotating_a_pre_boot_job_without_fencing_is_caught() -> None:
     assert invariant == "fenced_before_rotation"
     trace = run_simulation(seed, "crashloop", "swarm", break_name="orphan_fence").trace_lines
     assert any(json.loads(line)["event"] == "boot.crash" for line in trace)
+
+
+def test_a_checkpoint_deletion_that_aborts_startup_is_caught() -> None:
+    """Seed 000: cleanup failure cannot conceal terminal truth nor block startup."""
+    seed, _, message = _first_violation("crashloop", "cleanup_blocks_startup",
+                                        range(1, 101), "cleanup_never_blocks")
+    assert "could not be deleted" in message
+    trace = run_simulation(seed, "crashloop", "swarm",
+                           break_name="cleanup_blocks_startup").trace_lines
+    failed = [json.loads(line) for line in trace if '"startup.failed"' in line]
+    assert failed and failed[-1]["data"].get("cleanup") is True
+    assert run_simulation(seed, "crashloop", "swarm").ok  # the guarded cleanup holds

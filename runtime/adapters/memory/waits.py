@@ -59,6 +59,12 @@ class WaitsMixin(Tables):
         self.checkpoint_table.pop(run_id, None)
         return True
 
+    async def checkpoint_debts(self, limit: int) -> list[UUID]:
+        await enter()
+        owed = [rid for rid in self.checkpoint_table
+                if (run := self.run_table.get(rid)) is not None and run.status.terminal]
+        return sorted(owed, key=str)[:limit]
+
     # -- consent ------------------------------------------------------------------
 
     async def create_consent(self, consent: Consent) -> Consent | None:

@@ -41,6 +41,12 @@ GET_CHECKPOINT = sql.SQL("SELECT {cols} FROM run_checkpoint WHERE run_id = %(run
 
 DELETE_CHECKPOINT = sql.SQL("DELETE FROM run_checkpoint WHERE run_id = %(run_id)s")
 
+CHECKPOINT_DEBTS = sql.SQL(
+    "SELECT c.run_id FROM run_checkpoint c JOIN run r ON r.id = c.run_id "
+    "WHERE r.status = ANY(%(terminal)s) ORDER BY c.run_id LIMIT %(limit)s"
+)
+"""Terminal Runs whose checkpoint is still there: best-effort cleanup owed."""
+
 # -- consents ------------------------------------------------------------------
 
 GET_CONSENT = sql.SQL("SELECT {cols} FROM consent WHERE id = %(id)s").format(cols=CONSENT)

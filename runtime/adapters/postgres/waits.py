@@ -81,6 +81,11 @@ class WaitsMixin(Transactional):
             await cur.execute(wq.DELETE_CHECKPOINT, {"run_id": run_id})
             return True
 
+    async def checkpoint_debts(self, limit: int) -> list[UUID]:
+        async with self._transaction() as cur:
+            await cur.execute(wq.CHECKPOINT_DEBTS, {"terminal": q.TERMINAL, "limit": limit})
+            return [row["run_id"] for row in await cur.fetchall()]
+
     # -- consent ------------------------------------------------------------------
 
     async def create_consent(self, consent: Consent) -> Consent | None:
