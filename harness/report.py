@@ -44,7 +44,8 @@ def verdict_line(doc: dict[str, Any]) -> str:
     """The campaign's last line: `verdict: PASS 1200 simulations, 0 violations`."""
     n = doc["simulations"]
     scenarios = len(doc["by_scenario"])
-    line = (f"verdict: {doc['verdict'].upper()} {n} simulations ({scenarios} scenarios x "
+    plural = "s" if scenarios != 1 else ""
+    line = (f"verdict: {doc['verdict'].upper()} {n} simulations ({scenarios} scenario{plural} x "
             f"{doc['seeds']} seeds, {doc['profile']}), {len(doc['violations'])} violations")
     gaps = doc["coverage_gaps"]
     if gaps:
