@@ -300,6 +300,9 @@ def gate(
     receipts: Annotated[Path | None, typer.Option(help="receipts directory")] = None,
     progress_every: Annotated[float, typer.Option(
         help="off a terminal: a progress line every N seconds (0: none)")] = DEFAULT_EVERY_S,
+    reuse: Annotated[list[Path] | None, typer.Option(
+        help="campaign JSON reports (files or folders) whose simulations on this code "
+             "are taken instead of run again (repeatable)")] = None,
 ) -> None:
     """Decide whether this build may ship: exit 0 ship, 1 do not ship, 2 policy error."""
     from harness.gate import Policy, PolicyError, run_gate
@@ -311,8 +314,9 @@ def gate(
     if jobs < 1:
         _die("--jobs must be at least 1")
     usage.prepare_outputs({}, {"--out": out_dir})
+    reused = _reused(reuse or [])
     with Progress(err, progress_every, label="gate") as progress:
-        result = run_gate(rules, jobs, replay_command, receipts, progress)
+        result = run_gate(rules, jobs, replay_command, receipts, progress, reused)
     (out_dir / "gate.xml").write_text(reports.gate_junit(result))
     (out_dir / "gate.json").write_text(
         json.dumps(reports.gate_json(result), indent=2, sort_keys=True) + "\n")
@@ -326,6 +330,17 @@ def gate(
     say(f"reports: {out_dir}/gate.xml, gate.json, gate.md")
     if not result.ship:
         raise typer.Exit(1)
+
+
+def _reused(paths: list[Path]) -> Any:
+    """The campaign reports `--reuse` names; a missing path is a usage error."""
+    from harness.reuse import load
+    from sim import breaks
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        _die(f"--reuse: {', '.join(missing)} does not exist")
+    return load(paths, breaks.from_env()) if paths else None
 
 
 @app.command()

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from rich.console import Console
 from harness.catalogue_check import check as check_catalogue
 from harness.catalogue_check import code_digest
 from harness.progress import Progress
+from harness.reuse import Reused
 from runtime.faults import CATALOGUE
 from sim.campaign import CampaignReport, parse_seeds, run_campaign
 from sim.faults.options import PROFILES
@@ -137,16 +137,16 @@ class GateResult:
 
 def run_gate(
     policy: Policy, jobs: int, replay_command: Any, receipts_root: Path | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, reuse: Reused | None = None,
 ) -> GateResult:
     started = time.perf_counter()
     result = GateResult(digest=code_digest())
     tell = progress or Progress(Console(quiet=True), 0)
-    tell.expect(sum(len(s.names()) * len(parse_seeds(s.seeds)) for s in policy.campaign))
+    for skipped in (reuse.skipped if reuse else []):
+        tell.say(f"not reused: {skipped}")
     reports: list[tuple[CampaignSpec, CampaignReport]] = []
     for spec in policy.campaign:
-        tell.say(f"campaign {spec.scenarios} x {spec.profile} x {spec.seeds}")
-        reports.append((spec, _campaign(spec, jobs, replay_command, result, tell.tick)))
+        reports.append((spec, _campaign(spec, jobs, replay_command, result, tell, reuse)))
     _coverage(policy, reports, result)
     _catalogue(result)
     tell.say("determinism audit: re-running a sample of seeds in fresh processes")
@@ -162,13 +162,18 @@ def run_gate(
 
 def _campaign(
     spec: CampaignSpec, jobs: int, replay_command: Any, result: GateResult,
-    tick: Callable[[dict[str, Any]], None] | None = None,
+    tell: Progress, reuse: Reused | None = None,
 ) -> CampaignReport:
     from sim import breaks
 
     work = [(s, n, spec.profile, breaks.from_env())
             for n in spec.names() for s in parse_seeds(spec.seeds)]
-    report = run_campaign(work, jobs, tick)
+    reused, work = reuse.take(work) if reuse else ([], work)
+    tell.say(f"campaign {spec.scenarios} x {spec.profile} x {spec.seeds}: "
+             f"{len(work)} to simulate, {len(reused)} reused")
+    tell.expect(len(work))
+    report = run_campaign(work, jobs, tell.tick)
+    report.results[:0] = reused
     for name in spec.names():
         mine = [r for r in report.results if r["scenario"] == name]
         bad = [r for r in mine if r["verdict"] != "ok"]
@@ -176,7 +181,9 @@ def _campaign(
             r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
             result.violations.append({k: r[k] for k in (
                 "seed", "scenario", "profile", "invariant", "message", "replay")})
+        again = sum(bool(r.get("reused")) for r in mine)
         detail = f"{len(mine)} seeds, {len(bad)} violations"
+        detail += f" ({again} reused from campaign reports)" if again else ""
         if bad:
             detail += f"; first: [{bad[0]['invariant']}] {bad[0]['message']}"
         result.checks.append(Check(

@@ -14,8 +14,9 @@ from sim.kernel import SimResult
 SCHEMA_VERSION = 2
 """Version of the campaign JSON. 2 added `schema_version`, `verdict`, `simulations`
 (one per seed and scenario; `seeds` stays the number of distinct seeds),
-`by_scenario` totals and, per result, `wall_s` and `fires` (fault point ->
-fires, non-zero only)."""
+`by_scenario` totals, `code_digest` (runtime and sim sources) and `break`
+(SIM_BREAK) and, per result, `wall_s` and `fires` (fault point -> fires,
+non-zero only): enough for `harness gate --reuse` (`harness.reuse`)."""
 
 
 def campaign_verdict(rep: Any, require_coverage: bool = False) -> str:
@@ -56,8 +57,13 @@ def verdict_line(doc: dict[str, Any]) -> str:
 
 def campaign_json(rep: Any, scenarios: list[str], profile: str,
                   require_coverage: bool = False) -> dict[str, Any]:
+    from harness.reuse import simulation_digest
+    from sim import breaks
+
     return {
         "schema_version": SCHEMA_VERSION,
+        "code_digest": simulation_digest(),
+        "break": breaks.from_env(),
         "verdict": campaign_verdict(rep, require_coverage),
         "require_coverage": require_coverage,
         "scenarios": scenarios,
