@@ -85,6 +85,30 @@ class BrokerUnavailable(RuntimeEngineError):
     """The broker refused or failed an operation."""
 
 
+class StopUnproven(RuntimeEngineError):
+    """A worker or relay was asked to stop and its end could not be proved.
+
+    Seed 000_81a5c720b14d934a.txt, "Cancellation, mutation, and recovery"
+    (shutdown paragraph): while some task may still run, the services it
+    shares (ledger pool, job and service store pools, queue pools) stay
+    open; whoever owns them checks `stop_unproven` before closing any.
+    """
+
+
+def unproven_stops(exc: BaseException | None) -> list[StopUnproven]:
+    """Every `StopUnproven` that `exc` is or holds, at any depth of exception groups."""
+    if isinstance(exc, StopUnproven):
+        return [exc]
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in unproven_stops(inner)]
+    return []
+
+
+def stop_unproven(exc: BaseException | None) -> bool:
+    """Whether `exc` is, or a group holding, a `StopUnproven` at any depth."""
+    return bool(unproven_stops(exc))
+
+
 class ProcessCrashed(BaseException):
     """Raised inside a dead process incarnation (simulator only).
 

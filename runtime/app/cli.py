@@ -25,6 +25,12 @@ Guarantees:
   strict profile) is logged as one line and ends with exit status 1.
 - With `VESSEL_CRASH_AT=<point>[:<nth>]` the process SIGKILLs itself at
   that window (`runtime.adapters.crashplan`).
+- A shutdown that could not prove every worker task ended (seed 000,
+  shutdown paragraph: the lifespan phase is "stuck" and the shared pools
+  were left open) writes one line naming what did not stop and ends the
+  process at once with exit status 1, without waiting for the live task
+  (the interpreter's own exit would wait on it for ever). Any other failed
+  shutdown also ends with exit status 1.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -50,6 +57,7 @@ T = TypeVar("T")
 
 EXIT_USAGE = 2
 EXIT_STARTUP = 1
+EXIT_SHUTDOWN = 1
 GRACEFUL_SHUTDOWN_S = 5
 
 cli = typer.Typer(
@@ -265,6 +273,7 @@ def serve(
         async def shutdown(self, sockets: Any = None) -> None:
             begin_draining(app)  # open event streams end instead of holding shutdown
             await super().shutdown(sockets=sockets)
+            exit_if_stop_unproven(app)
 
     server = Server(config)
     try:
@@ -277,6 +286,33 @@ def serve(
         fail("startup failed (see the log above)", EXIT_STARTUP)
     if not server.started:
         fail("startup failed (see the log above)", EXIT_STARTUP)
+    if getattr(getattr(server, "lifespan", None), "shutdown_failed", False):
+        fail("shutdown failed (see the log above)", EXIT_SHUTDOWN)
+
+
+def exit_if_stop_unproven(app: Any, exit_now: Callable[[int], object] = os._exit) -> None:
+    """End the process now when the lifespan could not prove its workers stopped.
+
+    A worker task that outlived its stop may still be running, on pools the
+    profile deliberately left open. Returning would hand the event loop to
+    asyncio's exit, which cancels every task and waits for it: for ever,
+    for a task that ignores cancellation. So one line says what did not
+    stop, the logs are flushed, and the process exits with EXIT_SHUTDOWN;
+    the next boot's reconciliation recovers the Run the task held, as after
+    any process death.
+    """
+    life = getattr(getattr(app.state, "vessel", None), "lifespan", None)
+    status = getattr(life, "status", None)
+    if status is None or status.phase != "stuck":
+        return
+    reason = status.shutdown_error or "a worker or relay did not stop"
+    typer.echo(f"vessel: {reason}; exiting with status {EXIT_SHUTDOWN} without waiting "
+               f"for the live task", err=True)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    exit_now(EXIT_SHUTDOWN)
 
 
 # -- migrate -------------------------------------------------------------------

@@ -9,14 +9,16 @@ durable). Opening a factory starts nothing: `Lifespan.serving()` does.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from types import TracebackType
 
 from runtime.adapters.postgres.reference_provider import PostgresReferenceProvider
 from runtime.adapters.reference_service import ReferenceServiceDriver
 from runtime.app.http import LifespanFactory
 from runtime.app.lifespan import Lifespan
 from runtime.app.profiles import LeasedAgents, Vessel, memory_vessel, postgres_vessel
+from runtime.errors import stop_unproven
 from runtime.seams import FaultPoints
 
 SERVICE_FINISH_AFTER_S = 2.0
@@ -75,7 +77,7 @@ def postgres_lifespan(
             if services:
                 driver = await PostgresReferenceProvider.connect(
                     dsn, finish_after_s=SERVICE_FINISH_AFTER_S)
-                stack.push_async_callback(driver.close)
+                stack.push_async_exit(_close_unless_stop_unproven(driver.close))
             vessel = await stack.enter_async_context(postgres_vessel(
                 dsn, migrate=migrate, faults=faults, concurrency=concurrency, agents=agents,
                 service_driver=driver,
@@ -83,3 +85,26 @@ def postgres_lifespan(
             yield Lifespan(vessel, strict=True, relay_every_s=relay_every_s)
 
     return factory
+
+
+def _close_unless_stop_unproven(
+    close: Callable[[], Awaitable[None]],
+) -> Callable[[type[BaseException] | None, BaseException | None, TracebackType | None],
+              Awaitable[bool]]:
+    """An exit callback that closes a shared service unless a stop was not proved.
+
+    The reference provider's pool is shared with hops like the ledger's
+    (seed 000, shutdown paragraph): it stays open under a task that may
+    still be running, exactly as `postgres_vessel` leaves its own pools.
+    """
+
+    async def exit_(
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if not stop_unproven(exc):
+            await close()
+        return False
+
+    return exit_

@@ -10,10 +10,12 @@ mutation, and recovery"). The profile connects the queues first; then
    the best-effort memory profile;
 2. starts the worker lanes and the supervised maintenance relays;
 3. on exit, cancels the relays, stops every worker lane, and proves both
-   ended within one 30 s deadline; otherwise it raises ShutdownIncomplete,
-   so the profile's queue teardown (which refuses while a worker is not
-   proven stopped) keeps the shared pools alive rather than pulling them
-   from under a live task.
+   ended within one 30 s deadline. A part still running at the deadline,
+   or one whose stop failed (a lane's `WorkerStopFailed`), makes the phase
+   "stuck" and raises ShutdownIncomplete (a `StopUnproven`): the profile
+   then leaves every shared service open (ledger, job and service stores,
+   queue pools) rather than closing them under a task that may still use
+   them, and `vessel serve` exits with one line naming what did not stop.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import anyio
 from runtime import faults
 from runtime.app.profiles import Vessel
 from runtime.cancel import Canceller
+from runtime.errors import StopUnproven, stop_unproven, unproven_stops
 from runtime.recovery.reconcile import ReconcileReport, reconcile_runs
 from runtime.recovery.relay import Relays
 from runtime.recovery.supervisor import supervise
@@ -44,8 +47,8 @@ class StartupRefused(Exception):
         self.reasons = reasons
 
 
-class ShutdownIncomplete(Exception):
-    """A relay or worker lane did not end within the shutdown deadline."""
+class ShutdownIncomplete(StopUnproven):
+    """A relay or worker lane did not end, or failed to prove its end, by the deadline."""
 
 
 @dataclass
@@ -55,6 +58,8 @@ class LifespanStatus:
     degraded: list[str] = field(default_factory=list)
     relay_restarts: int = 0
     report: ReconcileReport | None = None
+    shutdown_error: str | None = None
+    """Set with phase "stuck": what did not stop, as ShutdownIncomplete said."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +75,7 @@ class Lifespan:
     vessel: Vessel
     strict: bool
     relay_every_s: float = 5.0
+    shutdown_deadline_s: float = SHUTDOWN_DEADLINE_S
     canceller: Canceller = field(init=False)
     status: LifespanStatus = field(init=False)
 
@@ -94,41 +100,94 @@ class Lifespan:
             log.warning("startup reconciliation degraded (best effort): %s", self.status.degraded)
         relays = Relays(self.vessel.engine, cutoff, self.canceller,
                         self.vessel.worker.evidence_debt, every_s=self.relay_every_s)
+        body_failed = False
+        incomplete: ShutdownIncomplete | None = None
         async with anyio.create_task_group() as tg:
-            relay_scope, lane_scope = anyio.CancelScope(), anyio.CancelScope()
-            relays_done, lanes_done = anyio.Event(), anyio.Event()
-            tg.start_soon(_scoped, relay_scope, relays_done,
+            relay_part, lane_part = _Part("relays"), _Part("workers")
+            tg.start_soon(relay_part.run,
                           lambda: supervise("relays", relays.run_forever, self._restarted))
-            tg.start_soon(_scoped, lane_scope, lanes_done, self.vessel.lanes.serve)
+            tg.start_soon(lane_part.run, self.vessel.lanes.serve)
             self.status.phase = "ready"
             try:
                 yield self.status
+            except BaseException:
+                body_failed = True
+                raise
             finally:
                 self.status.phase = "stopping"
                 with anyio.CancelScope(shield=True):
                     await deps.faults.point(faults.SHUTDOWN_STARTED, boot=deps.boot_id)
-                    relay_scope.cancel()
-                    lane_scope.cancel()
-                    with anyio.move_on_after(SHUTDOWN_DEADLINE_S):
-                        await relays_done.wait()
-                        await lanes_done.wait()
-                    if not (relays_done.is_set() and lanes_done.is_set()):
-                        self.status.phase = "stuck"
-                        raise ShutdownIncomplete(
-                            f"relays ended: {relays_done.is_set()}, "
-                            f"workers ended: {lanes_done.is_set()}"
-                        )
-                self.status.phase = "stopped"
+                    incomplete = await self._stop((relay_part, lane_part))
+                if incomplete is None:
+                    self.status.phase = "stopped"
+                elif body_failed:
+                    raise incomplete  # beside the caller's error, in the task group's group
+        if incomplete is not None:
+            # Raised here, outside the task group, so the caller gets it ungrouped.
+            raise incomplete
+
+    async def _stop(self, parts: tuple[_Part, ...]) -> ShutdownIncomplete | None:
+        """Cancel every part and prove each ended cleanly within the one deadline.
+
+        Returns ShutdownIncomplete (and makes the phase "stuck") when a part
+        is still running at the deadline or its stop failed; the first
+        failure is its cause. None when every part was proven to have ended.
+        """
+        for part in parts:
+            part.scope.cancel()
+        with anyio.move_on_after(self.shutdown_deadline_s):
+            for part in parts:
+                await part.done.wait()
+        unproven = [part for part in parts if not part.proven]
+        if not unproven:
+            return None
+        self.status.phase = "stuck"
+        error = ShutdownIncomplete(
+            "shutdown did not prove every task ended: "
+            + "; ".join(part.describe(self.shutdown_deadline_s) for part in unproven)
+            + "; shared services are left open"
+        )
+        error.__cause__ = next((p.failure for p in unproven if p.failure is not None), None)
+        self.status.shutdown_error = str(error)
+        log.error("%s", error)
+        return error
 
     def _restarted(self, name: str, failures: int) -> None:
         self.status.relay_restarts = failures
 
 
-async def _scoped(
-    scope: anyio.CancelScope, done: anyio.Event, fn: Callable[[], Awaitable[None]]
-) -> None:
-    try:
-        with scope:
-            await fn()
-    finally:
-        done.set()
+@dataclass
+class _Part:
+    """One supervised part of the lifespan (relays or worker lanes) and how it ended.
+
+    A `StopUnproven` raised once its stop was requested (a lane's
+    `WorkerStopFailed`: some worker task is still alive) is kept here
+    rather than raised into the task group, and the lifespan reports it as
+    ShutdownIncomplete. Any other failure propagates as it always did.
+    """
+
+    name: str
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    failure: Exception | None = None
+
+    @property
+    def proven(self) -> bool:
+        return self.done.is_set() and self.failure is None
+
+    def describe(self, deadline_s: float) -> str:
+        if not self.done.is_set():
+            return f"{self.name} still running {deadline_s:g} s after stop"
+        reasons = "; ".join(str(stop) for stop in unproven_stops(self.failure))
+        return f"{self.name} stop failed: {reasons}"
+
+    async def run(self, fn: Callable[[], Awaitable[None]]) -> None:
+        try:
+            with self.scope:
+                await fn()
+        except Exception as exc:
+            if not (self.scope.cancel_called and stop_unproven(exc)):
+                raise
+            self.failure = exc
+        finally:
+            self.done.set()

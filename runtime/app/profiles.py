@@ -11,8 +11,12 @@ them. Two profiles exist:
   and `rites` queues use SAQ's own autocommit pools and tables (seed 000,
   "Topology and limits"). `postgres_vessel` connects the ledger, then the
   queues, and on exit disconnects the queues before the ledger; the caller
-  must have stopped serving the lanes first (SaqBroker refuses to close
-  pools under a worker not proven stopped).
+  must have stopped serving the lanes first. When a stop was not proved
+  (a `StopUnproven` leaves the block, or a worker is not proven stopped)
+  nothing shared is closed: not the queue pools, not the ledger, not the
+  job or service stores (seed 000, "Cancellation, mutation, and recovery",
+  shutdown paragraph: no use-after-close in a task whose stop was never
+  proved). The process that owns them is expected to exit.
 
 Neither profile starts anything: a lifespan runs `Vessel.lanes.serve()`
 (and startup reconciliation) in its own task group. The PostgreSQL ledger
@@ -33,6 +37,7 @@ from runtime.adapters.reference import ReferenceAgentRuntime, ReferenceOrchestra
 from runtime.adapters.saq import SaqBroker, SaqSettings
 from runtime.adapters.system import SystemClock, SystemEntropy
 from runtime.engine import RunEngine
+from runtime.errors import StopUnproven, stop_unproven
 from runtime.faults import NoFaults
 from runtime.jobs.store import JobStore
 from runtime.patterns import default_registry
@@ -193,6 +198,7 @@ async def postgres_vessel(
     ledger = await PostgresLedger.connect(dsn)
     job_store: PostgresJobStore | None = None
     service_store: PostgresServiceStore | None = None
+    retained = False  # True once a stop was not proved: then nothing shared is closed
     try:
         if agents is not None:
             job_store = await PostgresJobStore.connect(dsn)
@@ -204,6 +210,7 @@ async def postgres_vessel(
                         ", ".join(missing))
         broker = SaqBroker(saq_dsn or dsn, settings=saq_settings)
         await broker.connect()
+        leaving: BaseException | None = None
         try:
             # The cast stands for the check above: the ledger may still lack some
             # of the seam's methods while its adapter catches up with the core.
@@ -216,14 +223,33 @@ async def postgres_vessel(
                                     clock=SystemClock(), faults=faults or NoFaults()),
             )
             yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
+        except BaseException as exc:
+            leaving = exc
+            raise
         finally:
-            await broker.disconnect()
+            retained = stop_unproven(leaving) or not broker.stop_proven
+            if retained:
+                _retain_shared_services(leaving)
+            else:
+                await broker.disconnect()
     finally:
-        if job_store is not None:
-            await job_store.close()
-        if service_store is not None:
-            await service_store.close()
-        await ledger.close()
+        if not retained:
+            if job_store is not None:
+                await job_store.close()
+            if service_store is not None:
+                await service_store.close()
+            await ledger.close()
+
+
+def _retain_shared_services(leaving: BaseException | None) -> None:
+    """Log that every shared pool stays open; raise StopUnproven if nothing else is raised."""
+    log.error("a worker or relay stop was not proved: the ledger, job and service stores "
+              "and SAQ queue pools are left open under it (%s)", leaving)
+    if leaving is None:
+        raise StopUnproven(
+            "SAQ workers are not proven stopped; the ledger, job and service stores and "
+            "SAQ queue pools are left open"
+        )
 
 
 def leased_runtime(store: JobStore, agents: LeasedAgents) -> LeasedAgentRuntime:

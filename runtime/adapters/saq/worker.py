@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from saq import Worker
 from saq.types import Context
 
-from runtime.errors import RuntimeEngineError
+from runtime.errors import StopUnproven
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ STOP_GRACE_MARGIN_S = 3.0
 """Time beyond SAQ's own cancellation deadline for a normal stop (re-queueing a hop)."""
 
 
-class WorkerStopFailed(RuntimeEngineError):
+class WorkerStopFailed(StopUnproven):
     """Some observed worker task was still alive at the stop deadline."""
 
     def __init__(self, queue: str, alive: list[str], deadline_s: float) -> None:
