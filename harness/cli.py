@@ -303,6 +303,9 @@ def gate(
     reuse: Annotated[list[Path] | None, typer.Option(
         help="campaign JSON reports (files or folders) whose simulations on this code "
              "are taken instead of run again (repeatable)")] = None,
+    reuse_receipts: Annotated[bool, typer.Option(
+        help="check the receipts already in the receipts folder (proved by an earlier "
+             "step on this code) instead of proving them again")] = False,
 ) -> None:
     """Decide whether this build may ship: exit 0 ship, 1 do not ship, 2 policy error."""
     from harness.gate import Policy, PolicyError, run_gate
@@ -316,7 +319,8 @@ def gate(
     usage.prepare_outputs({}, {"--out": out_dir})
     reused = _reused(reuse or [])
     with Progress(err, progress_every, label="gate") as progress:
-        result = run_gate(rules, jobs, replay_command, receipts, progress, reused)
+        result = run_gate(rules, jobs, replay_command, receipts, progress, reused,
+                          prove_receipts=not reuse_receipts)
     (out_dir / "gate.xml").write_text(reports.gate_junit(result))
     (out_dir / "gate.json").write_text(
         json.dumps(reports.gate_json(result), indent=2, sort_keys=True) + "\n")

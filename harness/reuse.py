@@ -12,6 +12,13 @@ their trace hashes with the reused ones.
 
 A report that cannot be used (another schema, other code, another break,
 unreadable) is skipped with its reason; it never fails the gate by itself.
+
+Receipts likewise (`harness gate --reuse-receipts`): the restart step proves
+every reachable window and every leased-job check on real processes and,
+with `HARNESS_RECEIPTS_OUT`, keeps each proved receipt in the gate's receipts
+folder; the gate then indexes and checks them instead of proving them again.
+A receipt from other code is stale and a reachable window without one is
+missing: either blocks shipping.
 """
 
 from __future__ import annotations
@@ -58,6 +65,21 @@ class Reused:
             else:
                 reused.append(dict(found))
         return reused, rest
+
+
+def reachable_windows() -> list[str]:
+    """The crash windows a real Vessel restart is driven into over HTTP."""
+    from harness.receipts.windows import WINDOWS
+
+    return sorted(w.point for w in WINDOWS.values() if w.unreachable is None)
+
+
+def index_reused_receipts(root: Path) -> None:
+    """Index the receipts an earlier step left in `root` (nothing to index: no index)."""
+    from harness.receipts.index import write_index
+
+    if root.is_dir() and any(p.name != "index.json" for p in root.glob("*.json")):
+        write_index(root)
 
 
 def _files(paths: list[Path]) -> list[Path]:

@@ -32,6 +32,7 @@ import pytest
 from harness.receipts.leased_checks import LEASED_CHECKS, run_check
 from runtime.adapters.leased_agents import WITHDRAWN
 from runtime.jobs.rules import EXHAUSTED_CALLS
+from tests.restart.kept import keep
 
 pytestmark = [pytest.mark.restart, pytest.mark.timeout(180)]
 
@@ -43,6 +44,7 @@ def proved(name: str, pg_dsn: str, tmp_path: Path) -> dict[str, Any]:
     assert receipt["window"] == name and not receipt["problems"]
     assert all(inv["held"] for inv in receipt["invariants"])
     assert json.loads((tmp_path / f"{name}.json").read_text())["verdict"] == "proved"
+    keep(tmp_path, name)
     return receipt
 
 

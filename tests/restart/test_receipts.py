@@ -15,6 +15,7 @@ import pytest
 
 from harness.receipts.lifecycle import prove
 from harness.receipts.windows import WINDOWS, Window
+from tests.restart.kept import keep
 
 pytestmark = pytest.mark.restart
 
@@ -34,6 +35,7 @@ def test_window_is_proved_by_a_real_restart(
     assert receipt["final"] == window.expect
     assert all(inv["held"] for inv in receipt["invariants"])
     assert (tmp_path / f"{window.point}.json").exists()
+    keep(tmp_path, window.point)
 
 
 def test_unreachable_windows_are_reported_missing_not_proved(tmp_path: Path) -> None:

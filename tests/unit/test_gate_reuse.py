@@ -84,3 +84,48 @@ def test_gate_reuse_of_a_missing_path_is_a_usage_error(
               "--reuse", str(tmp_path / "nope")])
     assert info.value.code == 2
     assert "--reuse" in capsys.readouterr().err
+
+
+def _receipts_policy() -> gate.Policy:
+    return gate.Policy.model_validate({
+        "require_receipts": True, "require_leased": True,
+        "campaign": [{"scenarios": "basic", "profile": "default", "seeds": "1"}],
+    })
+
+
+def _write_receipts(root: Path, names: list[str], digest: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (root / f"{name}.json").write_text(json.dumps(
+            {"window": name, "verdict": "proved", "code_digest": digest}))
+
+
+def test_reused_receipts_are_checked_not_proved_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.catalogue_check import code_digest
+    from harness.receipts.leased_checks import LEASED_CHECKS
+
+    def no_proving(*args: object) -> None:
+        raise AssertionError("receipts proved again although reused")
+
+    monkeypatch.setattr(gate, "_prove_receipts", no_proving)
+    digest = code_digest()
+    everything = [*reuse.reachable_windows(), *LEASED_CHECKS]
+    _write_receipts(tmp_path / "all", everything, digest)
+    result = gate.GateResult(digest=digest)
+    gate._receipts(_receipts_policy(), tmp_path / "all", result, prove=False)
+    checked = [c for c in result.checks if c.suite in ("receipts", "leased receipts")]
+    assert len(checked) == len(everything) and all(c.ok for c in checked)
+
+    # A reachable window without its receipt is missing, not skipped; stale code fails.
+    short = reuse.reachable_windows()[1:]
+    _write_receipts(tmp_path / "short", [*short, *LEASED_CHECKS], digest)
+    result = gate.GateResult(digest=digest)
+    gate._receipts(_receipts_policy(), tmp_path / "short", result, prove=False)
+    failed = [c for c in result.checks if not c.ok]
+    assert [c.name for c in failed] == [reuse.reachable_windows()[0]]
+    _write_receipts(tmp_path / "stale", everything, "0" * 64)
+    result = gate.GateResult(digest=digest)
+    gate._receipts(_receipts_policy(), tmp_path / "stale", result, prove=False)
+    assert not any(c.ok for c in result.checks)
