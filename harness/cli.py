@@ -360,6 +360,10 @@ def receipts(
     out_dir: Annotated[Path, typer.Option("--out", help="where receipts go")] = Path("receipts"),
     dsn: Annotated[str | None, typer.Option(help="a PostgreSQL server to create databases on")]
     = None,
+    db_prefix: Annotated[str | None, typer.Option(
+        help="prefix of the databases created for receipts (lowercase, digits, _)")] = None,
+    ports: Annotated[str | None, typer.Option(
+        help="loopback port range A-B for the Vessels the receipts spawn")] = None,
 ) -> None:
     """Prove crash windows with real two-boot PostgreSQL lifecycles, and leased-job checks.
 
@@ -376,6 +380,7 @@ def receipts(
     except KeyError as exc:
         _die(str(exc.args[0]))
     usage.prepare_outputs({}, {"--out": out_dir})
+    _receipt_options(db_prefix, ports)
     if dsn:
         os.environ["HARNESS_PG_DSN"] = dsn
     failed = 0
@@ -417,6 +422,26 @@ def receipts(
     say(f"receipts: {out_dir}/index.md, index.html")
     if failed:
         raise typer.Exit(1)
+
+
+def _receipt_options(db_prefix: str | None, ports: str | None) -> None:
+    """Validate --db-prefix and --ports and hand them to the receipt machinery (env)."""
+    import re
+
+    from harness.pg import DB_PREFIX_ENV
+    from harness.receipts.process import PORTS_ENV, port_range
+
+    if db_prefix is not None:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,29}", db_prefix):
+            _die(f"--db-prefix {db_prefix!r}: use 1-30 of a-z, 0-9 and _, not starting "
+                 "with a digit")
+        os.environ[DB_PREFIX_ENV] = db_prefix
+    if ports is not None:
+        try:
+            port_range(ports)
+        except ValueError as exc:
+            _die(f"--ports: {exc}")
+        os.environ[PORTS_ENV] = ports
 
 
 @app.command()

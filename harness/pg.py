@@ -27,6 +27,8 @@ from psycopg.conninfo import make_conninfo
 from harness.pg_cluster import ClusterUnavailable, ephemeral_cluster
 
 DSN_ENV = "HARNESS_PG_DSN"
+DB_PREFIX_ENV = "HARNESS_DB_PREFIX"
+"""Prepended to every database `fresh_database` creates (`harness receipts --db-prefix`)."""
 REQUIRE_ENV = "HARNESS_REQUIRE_PG"
 IMAGE_ENV = "HARNESS_PG_IMAGE"
 DEFAULT_IMAGE = "postgres:15-alpine"
@@ -116,8 +118,13 @@ def with_dbname(dsn: str, dbname: str) -> str:
 
 @contextlib.contextmanager
 def fresh_database(dsn: str, prefix: str = "harness") -> Iterator[str]:
-    """Create an empty database with a unique name on `dsn`'s server; drop it on exit."""
-    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
+    """Create an empty database with a unique name on `dsn`'s server; drop it on exit.
+
+    The database named in `dsn` is only the maintenance connection that
+    creates and drops it. The name is `[$HARNESS_DB_PREFIX_]<prefix>_<16 hex>`.
+    """
+    outer = os.environ.get(DB_PREFIX_ENV)
+    name = f"{outer + '_' if outer else ''}{prefix}_{uuid.uuid4().hex[:16]}"
     with _admin(dsn) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:

@@ -23,10 +23,52 @@ class ReceiptError(Exception):
     """The lifecycle could not proceed; the receipt records why."""
 
 
-def free_port() -> int:
+PORTS_ENV = "HARNESS_VESSEL_PORTS"
+"""`A-B`: the loopback ports spawned Vessels may bind (`harness receipts --ports`)."""
+_next_in_range: dict[tuple[int, int], int] = {}
+
+
+def port_range(spec: str) -> tuple[int, int]:
+    """`20000-20099` -> (20000, 20099); ValueError says what is wrong."""
+    lo, dash, hi = spec.partition("-")
+    try:
+        a, b = int(lo), int(hi)
+    except ValueError:
+        raise ValueError(f"port range {spec!r} is not A-B (two port numbers)") from None
+    if not dash or not 1024 <= a <= b <= 65535:
+        raise ValueError(f"port range {spec!r} must be A-B with 1024 <= A <= B <= 65535")
+    return a, b
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A free loopback port: any, or the next free one of $HARNESS_VESSEL_PORTS.
+
+    Within a range, ports are handed out in turn (never the same one twice in
+    a row), so two Vessels created before either binds do not collide.
+    """
+    spec = os.environ.get(PORTS_ENV)
+    if not spec:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    lo, hi = port_range(spec)
+    start = _next_in_range.get((lo, hi), lo)
+    size = hi - lo + 1
+    for i in range(size):
+        port = lo + (start - lo + i) % size
+        if _bindable(port):
+            _next_in_range[(lo, hi)] = lo + (port - lo + 1) % size
+            return port
+    raise ReceiptError(f"no free port in {PORTS_ENV}={spec}")
 
 
 @dataclass
