@@ -28,9 +28,8 @@ Guarantees:
 - A shutdown that could not prove every worker task ended (seed 000,
   shutdown paragraph: the lifespan phase is "stuck" and the shared pools
   were left open) writes one line naming what did not stop and ends the
-  process at once with exit status 1, without waiting for the live task
-  (the interpreter's own exit would wait on it for ever). Any other failed
-  shutdown also ends with exit status 1.
+  process at once with exit status 1, without waiting for the live task.
+  Any other failed shutdown also ends with exit status 1.
 """
 
 from __future__ import annotations
@@ -207,10 +206,8 @@ def serve(
     ] = "reference",
 ) -> None:
     """Serve the Vessel's HTTP surface with its workers and relays."""
-    import uvicorn
-
     from runtime.app.factories import memory_lifespan, postgres_lifespan
-    from runtime.app.http import begin_draining, create_app
+    from runtime.app.http import create_app
     from runtime.app.profiles import LeasedAgents
 
     if memory == (dsn is not None):
@@ -261,6 +258,20 @@ def serve(
         factory = memory_lifespan(faults=plan, services=services == "reference")
         profile = "memory"
     app = create_app(factory, creds, profile=profile)
+    run_server(app, host=host, port=port, log_level=log_level)
+
+
+def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> None:
+    """Serve `app` under uvicorn until it is told to stop, then end as documented.
+
+    Startup failure: exit status 1 (`typer.Exit`). An unproved worker stop:
+    one line and an immediate exit with EXIT_SHUTDOWN (`exit_if_stop_unproven`).
+    Any other failed shutdown: exit status 1 (`typer.Exit`).
+    """
+    import uvicorn
+
+    from runtime.app.http import begin_draining
+
     config = uvicorn.Config(
         OneLineLifespanErrors(app),
         host=host,
@@ -269,6 +280,7 @@ def serve(
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
             begin_draining(app)  # open event streams end instead of holding shutdown
@@ -294,12 +306,14 @@ def exit_if_stop_unproven(app: Any, exit_now: Callable[[int], object] = os._exit
     """End the process now when the lifespan could not prove its workers stopped.
 
     A worker task that outlived its stop may still be running, on pools the
-    profile deliberately left open. Returning would hand the event loop to
-    asyncio's exit, which cancels every task and waits for it: for ever,
-    for a task that ignores cancellation. So one line says what did not
-    stop, the logs are flushed, and the process exits with EXIT_SHUTDOWN;
-    the next boot's reconciliation recovers the Run the task held, as after
-    any process death.
+    profile deliberately left open. Returning would hand the process to
+    uvicorn's and asyncio's exit: a captured SIGTERM is re-raised and kills
+    the process without a word on what did not stop, and asyncio's exit
+    (after SIGINT) cancels every task and waits for it, for ever for a task
+    that ignores cancellation. So one line says what did not stop, the logs
+    are flushed, and the process exits with EXIT_SHUTDOWN; the next boot's
+    reconciliation recovers the Run the task held, as after any process
+    death.
     """
     life = getattr(getattr(app.state, "vessel", None), "lifespan", None)
     status = getattr(life, "status", None)
