@@ -146,7 +146,7 @@ def campaign(
     if junit:
         junit.write_text(reports.campaign_junit(rep, profile))
     if html:
-        html.write_text(reports.campaign_html(doc))
+        html.write_text(reports.campaign_html(doc, _replay_pages(rep, html)))
     gaps = rep.gaps()
     if gaps:
         say(f"coverage gaps (catalogued points never fired): {', '.join(gaps)}")
@@ -157,6 +157,33 @@ def campaign(
     say(reports.verdict_line(doc))
     if doc["verdict"] != "pass":
         raise typer.Exit(1)
+
+
+REPLAY_PAGES = 20
+"""At most this many violations get their own replay page beside the campaign page."""
+
+
+def shrink_command(seed: int, scenario: str, profile: str) -> str:
+    return (f"{_break_prefix()}harness shrink --seed {seed} --scenario {scenario} "
+            f"--profile {profile} --emit-test test_{scenario}_seed_{seed}.py")
+
+
+def _replay_pages(rep: Any, page: Path) -> dict[tuple[str, int], str]:
+    """Write a replay page for each of the first violations; their hrefs for the campaign page."""
+    from sim import breaks
+    from sim.kernel import run_simulation
+
+    folder = page.parent / f"{page.stem}-replays"
+    links: dict[tuple[str, int], str] = {}
+    for r in rep.failures[:REPLAY_PAGES]:
+        seed, scenario, profile = r["seed"], r["scenario"], r["profile"]
+        result = run_simulation(seed, scenario, profile, break_name=breaks.from_env())
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{scenario}-{seed}.html"
+        commands = replay_command(seed, scenario, profile), shrink_command(seed, scenario, profile)
+        target.write_text(reports.replay_html(result, *commands))
+        links[(scenario, seed)] = f"{folder.name}/{target.name}"
+    return links
 
 
 def _print_summary(rep: Any, profile: str) -> None:
@@ -216,7 +243,8 @@ def replay(
     if trace:
         trace.write_text("".join(line + "\n" for line in result.trace_lines))
     if html:
-        html.write_text(reports.replay_html(result))
+        html.write_text(reports.replay_html(
+            result, replay_command(n, name, profile, plan), shrink_command(n, name, profile)))
     say(f"trace-hash: {result.trace_hash}")
     say(f"runs: {result.runs}  boots: {result.boots}  faults fired: "
               f"{len(result.fired.faults)}  virtual: {result.virtual_s:g}s")

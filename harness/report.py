@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 from xml.etree import ElementTree as ET
 
@@ -144,12 +143,21 @@ def _page(title: str, body: str, script: str = "") -> str:
     )
 
 
-def campaign_html(doc: dict[str, Any]) -> str:
+def campaign_html(doc: dict[str, Any], pages: dict[tuple[str, int], str] | None = None) -> str:
+    """The campaign page; `pages` maps (scenario, seed) to the href of its replay page."""
+    from harness.pages import scenario_grid
+
+    pages = pages or {}
+
+    def page_link(v: dict[str, Any]) -> str:
+        href = pages.get((str(v["scenario"]), int(v["seed"])))
+        return f" <a class=replay-page href='{html.escape(href)}'>replay page</a>" if href else ""
+
     rows = "".join(
         f"<tr class=bad data-invariant='{html.escape(str(v['invariant']))}'>"
         f"<td>{html.escape(str(v['invariant']))}</td><td>{v['seed']}</td>"
         f"<td>{html.escape(str(v['scenario']))}</td><td>{html.escape(str(v['message']))}</td>"
-        f"<td><code>{html.escape(v['replay'])}</code></td></tr>"
+        f"<td><code>{html.escape(v['replay'])}</code>{page_link(v)}</td></tr>"
         for v in doc["violations"]
     ) or "<tr><td colspan=5 class=ok>every invariant held</td></tr>"
     points = doc["coverage"]["points"]
@@ -179,6 +187,7 @@ def campaign_html(doc: dict[str, Any]) -> str:
         f"<h2>Fault-point coverage</h2><table class=heat><tr><th>point</th><th>hits</th>"
         f"<th>fires</th><th>kind</th></tr>{heat}</table>"
         f"<p>Coverage gaps: {html.escape(', '.join(doc['coverage_gaps']) or 'none')}</p>"
+        f"{scenario_grid(doc['results'])}"
     )
     return _page("harness campaign", body)
 
@@ -196,51 +205,11 @@ def _verdict_html(doc: dict[str, Any]) -> str:
     return f"<span class={css} id=verdict>{html.escape(verdict.upper())}</span>"
 
 
-def replay_html(result: SimResult) -> str:
-    """One self-contained timeline: a lane per boot and actor, marks per event."""
-    records = [json.loads(line) for line in result.trace_lines]
-    end = max([r["t"] for r in records] + [1.0])
-    lanes: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        lane = f"boot {r['boot']}" if r["actor"] in ("world", "broker", "relay") else r["actor"]
-        lanes.setdefault(lane, []).append(r)
-    histories: dict[str, list[str]] = {}
-    for r in records:
-        rid = _run_of(r)
-        if rid:
-            data = json.dumps(r["data"], sort_keys=True)
-            line = f"t={r['t']:g} boot {r['boot']} {r['event']} {data}"
-            histories.setdefault(rid, []).append(line)
-    marks = []
-    for lane, recs in lanes.items():
-        dots = "".join(
-            f"<span class='mark {_cls(r)}' style='left:{100 * r['t'] / end:.3f}%' "
-            f"title='{html.escape(r['event'])} t={r['t']:g}' "
-            f"data-run='{_run_of(r) or ''}'></span>"
-            for r in recs
-        )
-        marks.append(f"<div class=lane><span class=name>{html.escape(lane)}</span>"
-                     f"<div class=track>{dots}</div></div>")
-    v = result.violation
-    verdict = (
-        f"<div class=bad id='violation' data-invariant='{html.escape(v.invariant)}'>"
-        f"violated: {html.escape(v.invariant)}: {html.escape(v.message)}</div>"
-        if v else f"<div class=ok id=verdict>verdict: {html.escape(result.verdict)}</div>"
-    )
-    body = (
-        f"<h1>Replay: {html.escape(result.scenario)} seed {result.seed} ({result.profile})</h1>"
-        f"<p>trace-hash <code>{result.trace_hash}</code>; {result.runs} Runs, "
-        f"{result.boots} boots, {len(result.fired.faults)} faults; {end:g} virtual s.</p>"
-        f"{verdict}<h2>Timeline</h2>{''.join(marks)}"
-        "<p>Click a mark to see its Run's record history.</p><div id=history></div>"
-    )
-    script = (
-        f"const H={json.dumps(histories, sort_keys=True)};"
-        "document.querySelectorAll('.mark').forEach(m=>m.addEventListener('click',()=>{"
-        "const r=m.dataset.run;document.getElementById('history').textContent="
-        "r?('Run '+r+'\\n'+(H[r]||[]).join('\\n')):m.title;}));"
-    )
-    return _page(f"replay seed {result.seed}", body, script)
+def replay_html(result: SimResult, replay: str | None = None, shrink: str | None = None) -> str:
+    """The replay page: time axis, legend, actor and Run lanes (`harness.pages`)."""
+    from harness.pages import replay_html as page
+
+    return page(result, replay, shrink)
 
 
 def _run_of(record: dict[str, Any]) -> str | None:

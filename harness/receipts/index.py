@@ -62,6 +62,7 @@ def write_index(out: Path) -> dict[str, Any]:
             "pids": [b.get("pid") for b in boots]
             or [p.get("pid") for p in (doc or {}).get("processes", [])],
             "boot1_signal": (boots or [{}])[0].get("exit_signal"),
+            "files": receipt_files(out, proved_by or point),
         })
     leased = []
     for name, check in LEASED_CHECKS.items():
@@ -71,12 +72,34 @@ def write_index(out: Path) -> dict[str, Any]:
             "proves": check.proves, "code_digest": doc.get("code_digest") if doc else None,
             "reason": _reason(doc), "seconds": (doc or {}).get("seconds"),
             "pids": [p.get("pid") for p in (doc or {}).get("processes", [])],
+            "files": receipt_files(out, name),
         })
     index = {"code_digest": digest, "windows": windows, "leased": leased}
     (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     (out / "index.md").write_text(_markdown(index))
     (out / "index.html").write_text(_html(index))
     return index
+
+
+def receipt_files(out: Path, name: str) -> dict[str, Any]:
+    """The receipt's JSON and its process logs, relative to the index (for links)."""
+    receipt = out / f"{name}.json"
+    logs = sorted(p.relative_to(out).as_posix() for p in (out / name).glob("*.log"))
+    return {"json": receipt.name if receipt.exists() else None, "logs": logs}
+
+
+def totals(entries: list[dict[str, Any]]) -> str:
+    """`21 proved, 1 missing` (verdicts in a fixed order)."""
+    counts = {v: sum(e["verdict"] == v for e in entries) for v in COLOUR}
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "none"
+
+
+def _links(entry: dict[str, Any]) -> str:
+    files = entry.get("files") or {}
+    links = [f"<a href='{html.escape(files['json'])}'>json</a>"] if files.get("json") else []
+    links += [f"<a href='{html.escape(log)}'>{html.escape(log.rsplit('/', 1)[-1])}</a>"
+              for log in files.get("logs", [])]
+    return " ".join(links)
 
 
 def _pids(entry: dict[str, Any]) -> str:
@@ -90,6 +113,8 @@ def _note(entry: dict[str, Any]) -> str:
 
 def _markdown(index: dict[str, Any]) -> str:
     lines = ["# Restart receipts", "", f"Code digest `{index['code_digest'][:16]}`.", "",
+             f"Windows: {totals(index['windows'])}. Leased checks: {totals(index['leased'])}.",
+             "",
              "| window | verdict | boot 1 | pids | note |", "|---|---|---|---|---|"]
     for w in index["windows"]:
         lines.append(f"| {w['window']} | {w['verdict']} | {w['boot1_signal'] or ''} "
@@ -107,21 +132,22 @@ def _markdown(index: dict[str, Any]) -> str:
 COLOUR = {"proved": "#dff3e3", "failed": "#fdd", "missing": "#eee", "stale": "#fff3cd"}
 
 
-def _row(verdict: str, cells: list[str]) -> str:
+def _row(verdict: str, cells: list[str], links: str = "") -> str:
     tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-    return f"<tr style='background:{COLOUR.get(verdict, '#fff')}'>{tds}</tr>"
+    return (f"<tr style='background:{COLOUR.get(verdict, '#fff')}'>{tds}"
+            f"<td class=files>{links}</td></tr>")
 
 
 def _html(index: dict[str, Any]) -> str:
     rows = "".join(
         _row(w["verdict"], [w["window"], w["verdict"], str(w["boot1_signal"] or ""), _pids(w),
-                            _note(w)])
+                            _note(w)], _links(w))
         for w in index["windows"]
     )
     leased = "".join(
         _row(c["verdict"], [c["check"], c["verdict"], c["proves"] or "",
                             "" if c["seconds"] is None else str(c["seconds"]), _pids(c),
-                            c["scenario"], c["reason"]])
+                            c["scenario"], c["reason"]], _links(c))
         for c in index["leased"]
     )
     return (
@@ -129,9 +155,12 @@ def _html(index: dict[str, Any]) -> str:
         "<style>body{font-family:system-ui,sans-serif;margin:1.5rem}td,th{border:1px solid #ccd;"
         "padding:.3rem .6rem}table{border-collapse:collapse}</style></head><body>"
         f"<h1>Restart receipts</h1><p>Code digest <code>{index['code_digest'][:16]}</code></p>"
+        f"<p id=totals>Windows: {totals(index['windows'])}. "
+        f"Leased checks: {totals(index['leased'])}.</p>"
         "<table><tr><th>window</th><th>verdict</th><th>boot 1 ended by</th><th>pids</th>"
-        f"<th>note</th></tr>{rows}</table>"
+        f"<th>note</th><th>receipt and logs</th></tr>{rows}</table>"
         f"<h2>{html.escape(LEASED_TITLE[0].upper() + LEASED_TITLE[1:])}</h2>"
         "<table><tr><th>check</th><th>verdict</th><th>proves</th><th>seconds</th><th>pids</th>"
-        f"<th>scenario</th><th>note</th></tr>{leased}</table></body></html>\n"
+        f"<th>scenario</th><th>note</th><th>receipt and logs</th></tr>{leased}</table>"
+        "</body></html>\n"
     )

@@ -64,6 +64,9 @@ def test_replay_page_shows_the_violated_invariant(tmp_path: Path) -> None:
     assert 'id="violation"' in dom
     assert 'data-invariant="claim_is_exact"' in dom
     assert 'class="mark' in dom  # the timeline rendered
+    for needle in ('class="axis"', 'class="legend"', 'class="lane run bad"', 'id="faults"',
+                   'id="replay-command"', 'id="shrink-command"', "(the violating Run)"):
+        assert needle in dom, needle
 
 
 def test_campaign_page_shows_violations_and_coverage(tmp_path: Path) -> None:
@@ -79,3 +82,19 @@ def test_campaign_page_shows_violations_and_coverage(tmp_path: Path) -> None:
     dom, _ = _render(page, tmp_path)
     assert 'id="inv-claim_is_exact"' in dom
     assert "Fault-point coverage" in dom
+    assert 'id="grid"' in dom and "<th>basic</th>" in dom
+
+
+def test_receipts_index_shows_totals_and_links(tmp_path: Path) -> None:
+    import json
+
+    from harness.receipts.index import write_index
+
+    (tmp_path / "claim.committed.json").write_text(json.dumps(
+        {"window": "claim.committed", "verdict": "proved", "code_digest": "x"}))
+    (tmp_path / "claim.committed").mkdir()
+    (tmp_path / "claim.committed" / "boot1.log").write_text("log\n")
+    write_index(tmp_path)
+    dom, _ = _render(tmp_path / "index.html", tmp_path)
+    assert 'id="totals"' in dom and "Leased checks:" in dom
+    assert 'href="claim.committed/boot1.log"' in dom
