@@ -32,6 +32,7 @@ from runtime.errors import (
 )
 from runtime.events.repair import write_or_owe
 from runtime.models import DeliveryState, Intent, ResumeMode, Run, RunDelivery, RunStatus
+from runtime.publish_fence import LateJob, fence_late_job
 from runtime.registry import QueueRouter, WorkflowRegistry, check_priority
 from runtime.retry import retrying
 from runtime.seams import Deps
@@ -230,7 +231,14 @@ class RunEngine:
             await write_or_owe(self.deps, failed, self.evidence_debt)
 
     async def publish(self, delivery: RunDelivery) -> RunDelivery:
-        """Publish one exact PENDING hop; a broker error leaves it for the relay."""
+        """Publish one exact PENDING hop; a broker error leaves it for the relay.
+
+        Whenever the publisher cannot record the acknowledgement (the broker's
+        answer is lost, the caller is cancelled mid-publish, or the delivery
+        was closed meanwhile) the job may have landed behind a cancellation:
+        `_fence_late_job` then aborts it, shielded (seed 000, "Cancellation,
+        mutation, and recovery"; runtime.publish_fence).
+        """
         try:
             await self.deps.broker.publish(
                 delivery.queue,
@@ -242,7 +250,13 @@ class RunEngine:
             )
         except BrokerUnavailable as exc:
             log.warning("publish of %s failed, left for the relay: %s", delivery.key, exc)
+            with anyio.CancelScope(shield=True):
+                await self._fence_late_job(delivery)
             return delivery
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # the fence first, then the disconnect
+                await self._fence_late_job(delivery)
+            raise
         await self.deps.faults.point(faults.PUBLISH_SENT_BEFORE_ACK, run_id=delivery.run_id)
         ledger, now = self.deps.ledger, self.deps.clock.now
         try:
@@ -253,7 +267,14 @@ class RunEngine:
             log.warning("acknowledgement of %s not recorded, left for the relay: %s",
                         delivery.key, exc)
             return delivery
+        if marked is not None and marked.state is DeliveryState.FAILED:
+            with anyio.CancelScope(shield=True):  # closed meanwhile, say by a cancellation
+                await self._fence_late_job(delivery)
         return marked or delivery
+
+    async def _fence_late_job(self, delivery: RunDelivery) -> LateJob:
+        """Abort this exact hop's job if it landed behind its Run's cancellation."""
+        return await fence_late_job(self.deps, delivery)
 
     async def _ledger(self, op: Callable[[], Awaitable[T]]) -> T:
         return await retrying(self.deps.entropy, op)
