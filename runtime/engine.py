@@ -267,8 +267,10 @@ class RunEngine:
             log.warning("acknowledgement of %s not recorded, left for the relay: %s",
                         delivery.key, exc)
             return delivery
-        if marked is not None and marked.state is DeliveryState.FAILED:
-            with anyio.CancelScope(shield=True):  # closed meanwhile, say by a cancellation
+        if marked is not None and marked.state in (DeliveryState.PENDING, DeliveryState.FAILED):
+            # The acknowledgement lost to a cancellation (CANCELLING keeps it PENDING,
+            # CANCELLED closed it): the job may have landed behind the canceller's probe.
+            with anyio.CancelScope(shield=True):
                 await self._fence_late_job(delivery)
         return marked or delivery
 

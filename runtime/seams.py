@@ -98,7 +98,13 @@ class Ledger(Protocol):
         ...
 
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        """PENDING -> PUBLISHED on broker acknowledgement; a later state is kept."""
+        """PENDING -> PUBLISHED on broker acknowledgement; a later state is kept.
+
+        Only while the Run is QUEUED at exactly `seq`: once its cancellation
+        began (CANCELLING freezes the generation) the delivery is returned
+        still PENDING, and the publisher fences the job that may have landed
+        behind the canceller's probe (runtime.publish_fence).
+        """
         ...
 
     async def claim_delivery(

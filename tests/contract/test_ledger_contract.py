@@ -146,6 +146,23 @@ async def test_mark_published_only_from_pending(ledger: Ledger) -> None:
     assert await ledger.mark_published(uid(9), 0, at(2)) is None
 
 
+async def test_mark_published_is_refused_once_the_runs_cancellation_began(
+    ledger: Ledger,
+) -> None:
+    """Seed 000 'Cancellation, mutation, and recovery': CANCELLING freezes the
+    generation, so a late acknowledgement leaves the delivery PENDING (and its
+    publisher fences the job); after CANCELLED the closed delivery is kept."""
+    run, pending = await admitted(ledger, make_run(uid(1)))
+    cancelling = await ledger.begin_cancel(run.id, at(1))
+    assert cancelling is not None and cancelling.status is RunStatus.CANCELLING
+    assert await ledger.mark_published(run.id, 0, at(2)) == pending
+    assert await ledger.get_delivery(run.id, 0) == pending
+    await ledger.finish_cancel(run.id, 0, at(3))
+    closed = await ledger.get_delivery(run.id, 0)
+    assert closed is not None and closed.state is DeliveryState.FAILED
+    assert await ledger.mark_published(run.id, 0, at(4)) == closed
+
+
 # -- exact claim -----------------------------------------------------------------
 
 

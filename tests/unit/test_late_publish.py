@@ -87,6 +87,22 @@ async def test_a_late_job_acknowledged_after_cancellation_is_aborted_too() -> No
     assert job(w, run_id).status is JobStatus.ABORTED
 
 
+async def test_a_job_landing_while_cancelling_after_the_parent_probe_is_aborted() -> None:
+    w = make_world()
+
+    async def begin_cancel(run_id: UUID) -> None:  # the canceller probed: nothing yet
+        await w.deps.ledger.begin_cancel(run_id, w.clock.now())
+        assert await w.broker.probe(hop_key(run_id, 0)) is None
+
+    in_flight(w, begin_cancel, ack=True)
+    run_id = await submit(w)
+
+    assert w.dump().deliveries[0].state is DeliveryState.PENDING  # the ack lost to CANCELLING
+    assert job(w, run_id).status is JobStatus.ABORTED
+    done = await Canceller(w.deps).cancel(run_id)  # the canceller's own fence sees it gone
+    assert done.status is RunStatus.CANCELLED
+
+
 async def test_the_fence_completes_under_caller_cancellation_before_it_propagates() -> None:
     w = make_world()
     scope = anyio.CancelScope()

@@ -131,6 +131,9 @@ class MemoryLedger(WaitsMixin):
         d = self.delivery_table.get((run_id, seq))
         if d is None or d.state is not DeliveryState.PENDING:
             return d
+        run = self.run_table.get(run_id)
+        if run is None or run.status is not RunStatus.QUEUED or run.seq != seq:
+            return d  # the acknowledgement lost to a cancellation: still PENDING
         return self._put_delivery(d, state=DeliveryState.PUBLISHED, updated_at=now)
 
     # -- claim and settlement -----------------------------------------------

@@ -150,9 +150,12 @@ class PostgresLedger(WaitsMixin):
 
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         async with self._transaction() as cur:
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
             d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             if d is None or d.state is not DeliveryState.PENDING:
                 return d
+            if run is None or run.status is not RunStatus.QUEUED or run.seq != seq:
+                return d  # the acknowledgement lost to a cancellation: still PENDING
             await cur.execute(q.MARK_PUBLISHED, key(run_id, seq, now))
             return delivery_from_row(await one(cur))
 
