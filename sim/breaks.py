@@ -3,8 +3,9 @@
 `SIM_BREAK=<name>` in the environment (or `broken(name)` in-process)
 patches the simulated world's memory stores or a runtime function so that
 one fence stops holding (the run engine's claim, containment and orphan
-fences; the leased job's staging fence; the service attempt's proof before
-a re-submit). Campaigns, replays, shrinks and the gate must then report a
+fences, the publisher's fence of a job landed behind a cancellation; the
+leased job's staging fence; the service attempt's proof before a
+re-submit). Campaigns, replays, shrinks and the gate must then report a
 violation. Never used outside tests.
 """
 
@@ -21,9 +22,11 @@ from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
+from runtime.engine import RunEngine
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
-from runtime.models import Claim, DeliveryState, Run, RunStatus
+from runtime.models import Claim, DeliveryState, Run, RunDelivery, RunStatus
+from runtime.publish_fence import LateJob
 from runtime.recovery import reconcile
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.seams import Ledger
@@ -119,6 +122,12 @@ async def _fatal_release(ledger: Ledger, run_id: UUID) -> bool:
     return True
 
 
+async def _leave_late_job(self: RunEngine, delivery: RunDelivery) -> LateJob:
+    """A publisher that, its acknowledgement lost, never fences a job that landed
+    behind the Run's cancellation: the late job is left to the broker."""
+    return LateJob.NOT_LATE
+
+
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
 _ORIGINAL_ABSENT = service_attempts._absent
@@ -130,6 +139,9 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "stage_fence": (MemoryJobStore, "stage", _unfenced_stage),
     "blind_resubmit": (service_attempts, "_absent", _blind_absent),
     "cleanup_blocks_startup": (reconcile, "release_checkpoint", _fatal_release),
+
+
+    "late_job_left_queued": (RunEngine, "_fence_late_job", _leave_late_job),
 }
 
 

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
+from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim.work_checks import JobChecks, ServiceChecks
 
@@ -76,6 +77,13 @@ INVARIANTS: dict[str, Invariant] = {
                   "seed 003 'Return makes a new claim'"),
         Invariant("cancelled_after_containment", "CANCELLED only once the broker job, agent jobs, "
                   "service attempts and pending consents of the Run are contained",
+                  "seed 000 'Cancellation, mutation, and recovery'"),
+        Invariant("late_job_fenced", "a hop job that lands after its Run's cancellation "
+                  "began is sent an exact abort (by its publisher, unless that boot died first): "
+                  "it is never left to the broker for a cancelled Run",
+                  "seed 000 'Cancellation, mutation, and recovery'"),
+        Invariant("no_live_job_after_terminal", "after heal no terminal Run has a queued hop "
+                  "job, nor an active one taken by a boot still alive",
                   "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("hardware_budget", "at most 8 hardware convergence calls per Run and 3 in a row "
                   "for one capability", "seed 003 'Three boundaries'"),
@@ -165,6 +173,8 @@ class Checker:
         self.deliveries: dict[tuple[UUID, int], RunDelivery] = {}
         self.violations: list[Violation] = []
         self.transactions = 0
+        self.late_jobs: dict[str, tuple[int, int]] = {}
+        """Hop jobs that landed behind their Run's cancellation: key -> (boot, trace index)."""
         self.job_checks = JobChecks(self)
         self.service_checks = ServiceChecks(self)
 
@@ -221,7 +231,10 @@ class Checker:
     def _check_containment(self, run: Run) -> None:
         d = self.world.ledger.delivery_table.get((run.id, run.seq))
         job = self.world.broker.jobs.get(d.key) if d else None
-        if job is not None and job.info.status.live:
+        # A job that landed after CANCELLING committed came from a publish still in
+        # flight, after the canceller's probe: late_job_fenced holds its publisher to it.
+        if job is not None and job.info.status.live and d is not None \
+                and d.key not in self.late_jobs:
             self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while its broker "
                       f"job is {job.info.status.value}", run=_brief(run))
         live = self.world.agents.live_jobs_of(run.id)
@@ -332,6 +345,13 @@ class Checker:
                           f"attempt {run.service_attempt_id} that is not terminal",
                           run=_brief(run))
 
+    def on_job_landed(self, key: str, run_id: UUID, seq: int, boot: int) -> None:
+        """A publish created hop job `key`: note it when its Run's cancellation began."""
+        run = self.world.ledger.run_table.get(run_id)
+        cancelling = (RunStatus.CANCELLING, RunStatus.CANCELLED)
+        if run is not None and run.status in cancelling and run.seq == seq:
+            self.late_jobs[key] = (boot, len(self.world.trace.lines))
+
     def on_converge(self, run_id: UUID, calls: list[str]) -> None:
         try:
             run_length = 1
@@ -402,6 +422,7 @@ class Checker:
         try:
             self._after_transaction()
             self._check_broker()
+            self._check_late_jobs()
             self._check_effects()
             self._check_admissions()
             self._check_subscribers()
@@ -409,6 +430,7 @@ class Checker:
                 self._check_liveness()
                 self._check_evidence()
                 self._check_cleanup()
+                self._check_no_live_job_after_terminal()
             self.job_checks.final(check_liveness)
             self.service_checks.final(check_liveness)
         except _Stop:
@@ -432,6 +454,44 @@ class Checker:
             if run is not None and job.info.priority != 100 - run.priority:
                 self.fail("broker_priority", f"job {key} priority {job.info.priority} for "
                           f"doctrine priority {run.priority}", key=key)
+
+    def _check_late_jobs(self) -> None:
+        """Every late job got an abort after it landed, unless its publisher's boot crashed."""
+        if not self.late_jobs:
+            return
+        aborted: set[str] = set()
+        crashed: set[int] = set()
+        for index, rec in enumerate(self.world.trace.records()):
+            data = rec["data"]
+            if rec["event"] == "job.abort":
+                landed = self.late_jobs.get(data["key"])
+                if landed is not None and index >= landed[1]:
+                    aborted.add(data["key"])
+            elif rec["event"] == "boot.crash":
+                crashed.add(data["boot"])
+        for key, (boot, _) in sorted(self.late_jobs.items()):
+            if key not in aborted and boot not in crashed:
+                job = self.world.broker.jobs.get(key)
+                self.fail("late_job_fenced", f"hop job {key} landed behind its Run's "
+                          "cancellation and its publisher never aborted it", key=key, boot=boot,
+                          job=job.info.status.value if job else None)
+
+    def _check_no_live_job_after_terminal(self) -> None:
+        live_boot = self.world.live_boot
+        taken_by: dict[str, int | None] = {}
+        for rec in self.world.trace.records():
+            if rec["event"] == "job.dequeued":
+                taken_by[rec["data"]["key"]] = rec["boot"]
+        runs = self.world.ledger.run_table
+        for key, job in sorted(self.world.broker.jobs.items()):
+            run = runs.get(job.info.run_id)
+            if run is None or not run.status.terminal:
+                continue
+            status = job.info.status
+            by_live = live_boot is not None and taken_by.get(key) == live_boot.number
+            if status is JobStatus.QUEUED or (status is JobStatus.ACTIVE and by_live):
+                self.fail("no_live_job_after_terminal", f"Run {run.id} is {run.status.value} "
+                          f"but its hop job {key} is still {status.value}", run=_brief(run))
 
     def _check_effects(self) -> None:
         applied = Counter(c.identity for c in self.world.effects.calls if c.applied)

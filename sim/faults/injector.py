@@ -82,6 +82,8 @@ class Injector:
     def _amount(self, kind: FaultKind) -> float:
         if kind is FaultKind.LEDGER_LATENCY:
             return round(self.rng.uniform(0.0, self.options.max_latency_s), 3)
+        if kind is FaultKind.ACK_LOST and self.options.publish_in_flight_s > 0:
+            return round(self.rng.uniform(0.0, self.options.publish_in_flight_s), 3)
         if kind is FaultKind.DELAYED_DELIVERY:
             return round(self.rng.uniform(0.0, self.options.max_delivery_delay_s), 3)
         if kind is FaultKind.STEP_STALL:

@@ -32,6 +32,11 @@ class FaultOptions(BaseModel):
     ack_lost_per_publish: float = Field(
         default=0.0, ge=0, le=1, description="publish applied, then the caller sees an error"
     )
+    publish_in_flight_s: float = Field(
+        default=0.0, ge=0,
+        description="with ack_lost: a publish stays in flight up to this long before it lands "
+        "(and its acknowledgement is lost), so a cancellation can commit meanwhile",
+    )
     duplicate_per_delivery: float = Field(
         default=0.0, ge=0, le=1, description="chance a dequeued hop is delivered twice"
     )

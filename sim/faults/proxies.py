@@ -178,6 +178,8 @@ class SimBroker(_Guarded):
         if fault is FaultKind.PUBLISH_FAIL:
             raise BrokerUnavailable(f"injected publish failure for {key}")
         delay = amount if fault is FaultKind.DELAYED_DELIVERY else 0.0
+        if fault is FaultKind.ACK_LOST and amount:
+            await anyio.sleep(amount)  # still in flight: it lands later, if this boot lives
         created = await self._guard(
             lambda: self.inner.publish(
                 queue, key, run_id=run_id, seq=seq, priority=priority, heartbeat=heartbeat,
@@ -186,6 +188,8 @@ class SimBroker(_Guarded):
         )
         self.world.trace.emit("broker", "job.published" if created else "job.deduplicated",
                               key=key, priority=priority)
+        if created:
+            self.world.checker.on_job_landed(key, run_id, seq, self.boot.number)
         if fault is FaultKind.ACK_LOST:
             raise BrokerUnavailable(f"injected lost acknowledgement for {key}")
         return created

@@ -10,16 +10,19 @@
   ServiceJobAttempt@1 against the simulated provider (lost acknowledgements,
   duplicates, lying lookups, timeouts, refusals), some cancelled by an
   operator, the Vessel crashing between checkpoint, attempt, park and send;
-- `cancel`: a mix of every pattern while an operator cancels Runs.
+- `cancel`: a mix of every pattern while an operator cancels Runs (a publish
+  whose acknowledgement is lost stays in flight for a while first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from sim.checker import waits_without_proof
+from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
 from sim.scenarios.workload import settle_client, submit_stream
@@ -69,11 +72,26 @@ async def heal(world: World) -> None:
             await anyio.sleep(5.0)
 
 
-def _scenario(name: str, patterns: tuple[str, ...], operator: bool = False) -> Scenario:
+def _scenario(
+    name: str,
+    patterns: tuple[str, ...],
+    operator: bool = False,
+    tune: Callable[[FaultOptions], FaultOptions] | None = None,
+) -> Scenario:
     async def drive(world: World) -> None:
         await _with_people(world, patterns, operator)
 
-    return register(Scenario(name, _describe(name), drive, heal))
+    return register(Scenario(name, _describe(name), drive, heal, tune=tune))
+
+
+PUBLISH_IN_FLIGHT_S = 12.0
+
+
+def _publishes_in_flight(options: FaultOptions) -> FaultOptions:
+    """A publish whose acknowledgement is lost stays in flight for a while, so the
+    operator's cancellation can commit before its job lands (seed 000, the
+    publisher that loses its acknowledgement after cancellation)."""
+    return options.model_copy(update={"publish_in_flight_s": PUBLISH_IN_FLIGHT_S})
 
 
 def _describe(name: str) -> str:
@@ -111,5 +129,5 @@ SERVICE_WAIT = register(
 HARDWARE = _scenario("hardware", ("hardware",))
 CANCEL = _scenario(
     "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
-    operator=True,
+    operator=True, tune=_publishes_in_flight,
 )

@@ -50,3 +50,17 @@ def test_a_checkpoint_deletion_that_aborts_startup_is_caught() -> None:
     failed = [json.loads(line) for line in trace if '"startup.failed"' in line]
     assert failed and failed[-1]["data"].get("cleanup") is True
     assert run_simulation(seed, "crashloop", "swarm").ok  # the guarded cleanup holds
+
+
+def test_a_late_job_left_queued_behind_a_cancellation_is_caught() -> None:
+    """Seed 000, the publisher that loses its acknowledgement after cancellation:
+    a swarm campaign of `cancel` (publishes in flight) catches a publisher that
+    never fences the job landing behind the canceller's parent probe."""
+    seed, invariant, message = _first_violation("cancel", "late_job_left_queued",
+                                                range(1, 101), "late_job_fenced")
+    assert "landed behind its Run's cancellation" in message
+    again = run_simulation(seed, "cancel", "swarm", break_name="late_job_left_queued")
+    assert again.invariant == invariant  # the replay reproduces it
+    fixed = run_simulation(seed, "cancel", "swarm")
+    assert fixed.ok, fixed.violation
+    assert fixed.world is not None and fixed.world.checker.late_jobs  # the window was reached
