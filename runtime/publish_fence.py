@@ -21,7 +21,8 @@ A fence that never got an acknowledgement is reported as `UNFENCED`, never
 as containment: the job stays harmless behind the Run/delivery claim CAS (a
 CANCELLING or CANCELLED Run can never be claimed) and the exact abort is
 retried by an explicit cancellation (which repeats the parent fence of a
-CANCELLED Run) or by startup reconciliation.
+CANCELLED Run) or by startup reconciliation (`refence_cancelled`, before
+any worker of the new boot can take the job).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import enum
 import logging
 
 from runtime.errors import BrokerUnavailable
-from runtime.models import RunDelivery, RunStatus
+from runtime.keys import hop_key
+from runtime.models import Run, RunDelivery, RunStatus
 from runtime.retry import retrying
 from runtime.seams import Deps, JobInfo, JobStatus
 
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 LATE_ABORT_ATTEMPTS = 3
 CANCELLED_BEHIND = (RunStatus.CANCELLING, RunStatus.CANCELLED)
 """Run states in which a just-published hop job of the Run's sequence is late."""
+WAITING = (JobStatus.NEW, JobStatus.DEFERRED, JobStatus.QUEUED)
+"""Job states in which no worker has taken the hop yet."""
 
 
 class LateJob(enum.StrEnum):
@@ -56,6 +60,25 @@ def _settled(job: JobInfo | None) -> bool:
     return job is None or job.status.finished or job.status is JobStatus.ABORTING
 
 
+async def _abort_exactly(deps: Deps, key: str) -> LateJob:
+    """Abort `key`, re-probing each unacknowledged abort, at most LATE_ABORT_ATTEMPTS times."""
+    for _ in range(LATE_ABORT_ATTEMPTS):
+        try:
+            job = await deps.broker.abort(key, "cancelled: late publish")
+        except BrokerUnavailable as exc:  # the abort's acknowledgement is lost: re-probe
+            log.warning("abort of late job %s unacknowledged: %s", key, exc)
+            try:
+                job = await deps.broker.probe(key)
+            except BrokerUnavailable:
+                continue
+        if _settled(job):
+            return LateJob.FENCED
+    log.error("late job %s of a cancelled Run not fenced after %d aborts; it stays behind the "
+              "claim CAS until a cancellation or startup retries the abort",
+              key, LATE_ABORT_ATTEMPTS)
+    return LateJob.UNFENCED
+
+
 async def fence_late_job(deps: Deps, delivery: RunDelivery) -> LateJob:
     """Abort `delivery`'s exact hop job if its Run's cancellation began.
 
@@ -70,20 +93,18 @@ async def fence_late_job(deps: Deps, delivery: RunDelivery) -> LateJob:
         return LateJob.NOT_LATE
     if run is None or run.status not in CANCELLED_BEHIND or run.seq != delivery.seq:
         return LateJob.NOT_LATE
-    for _ in range(LATE_ABORT_ATTEMPTS):
-        try:
-            job = await deps.broker.abort(delivery.key, "cancelled: late publish")
-        except BrokerUnavailable as exc:  # the abort's acknowledgement is lost: re-probe
-            log.warning("abort of late job %s unacknowledged: %s", delivery.key, exc)
-            try:
-                job = await deps.broker.probe(delivery.key)
-            except BrokerUnavailable:
-                continue
-        if _settled(job):
-            return LateJob.FENCED
-    log.error(
-        "late job %s of cancelled Run %s not fenced after %d aborts; it stays behind the "
-        "claim CAS until a cancellation or startup retries the abort",
-        delivery.key, delivery.run_id, LATE_ABORT_ATTEMPTS,
-    )
-    return LateJob.UNFENCED
+    return await _abort_exactly(deps, delivery.key)
+
+
+async def refence_cancelled(deps: Deps, run: Run) -> LateJob:
+    """Startup's retry for a CANCELLED Run: a hop job of its sequence still waiting
+    in the queue can only be a late publish whose fence did not happen (its boot
+    died first, or every abort failed). Started or finished jobs are left alone:
+    an active one of a dead boot is swept, and the claim CAS refuses it anyway."""
+    if run.status is not RunStatus.CANCELLED:
+        return LateJob.NOT_LATE
+    key = hop_key(run.id, run.seq)
+    job = await deps.broker.probe(key)
+    if job is None or job.status not in WAITING:
+        return LateJob.NOT_LATE
+    return await _abort_exactly(deps, key)

@@ -23,11 +23,13 @@ from runtime import faults
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.events.repair import repair_terminal_evidence
-from runtime.models import TERMINAL_STATUSES, RunStatus
+from runtime.models import TERMINAL_STATUSES, Run, RunStatus
+from runtime.publish_fence import refence_cancelled
 from runtime.recovery.cleanup import release_checkpoint
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
 from runtime.recovery.pages import all_runs
+from runtime.seams import Deps
 from runtime.stasis.consent import refire_consent
 from runtime.stasis.delegate import refresh_delegate
 from runtime.stasis.service import refresh_service
@@ -84,6 +86,7 @@ async def reconcile_runs(
                 canceller.evidence_debt[run.id] = run.seq
         if not await release_checkpoint(deps.ledger, run.id):
             report.cleanup_owed.append(run.id)
+        await _refence_late_job(deps, run)
     async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
         verdict = await recover_orphan(engine, canceller, run)
         report.orphans.setdefault(verdict, []).append(run.id)
@@ -101,3 +104,13 @@ async def reconcile_runs(
         outcome = await recovery.recover(run)
         report.deliveries.setdefault(outcome, []).append(run.id)
     return report
+
+
+async def _refence_late_job(deps: Deps, run: Run) -> None:
+    """A CANCELLED Run's late hop job still queued is aborted before any worker
+    starts (seed 000, the publisher that loses its acknowledgement); best effort:
+    the claim CAS fences it meanwhile, and a later startup or cancellation retries."""
+    try:
+        await refence_cancelled(deps, run)
+    except Exception as exc:
+        log.warning("startup: late job of Run %s not fenced: %r", run.id, exc)

@@ -20,7 +20,8 @@ from runtime.cancel import Canceller
 from runtime.errors import BrokerUnavailable
 from runtime.keys import hop_key
 from runtime.models import DeliveryState, Intent, RunStatus
-from runtime.publish_fence import LATE_ABORT_ATTEMPTS, LateJob, fence_late_job
+from runtime.publish_fence import LATE_ABORT_ATTEMPTS, LateJob, fence_late_job, refence_cancelled
+from runtime.recovery.reconcile import reconcile_runs
 from runtime.seams import JobInfo, JobStatus
 from runtime.worker import HopOutcome
 from tests.unit.fakes import World, make_world
@@ -165,3 +166,30 @@ async def test_a_lost_ack_of_a_run_still_queued_keeps_its_job_for_the_relay() ->
     assert w.dump().runs[0].status is RunStatus.QUEUED
     assert job(w, run_id).status is JobStatus.QUEUED
     assert await fence_late_job(w.deps, w.dump().deliveries[0]) is LateJob.NOT_LATE
+
+
+async def test_startup_reconciliation_retries_the_abort_of_a_late_job_still_queued() -> None:
+    w = make_world()
+    inner_abort = w.broker.inner.abort
+
+    async def lost_abort(key: str, reason: str) -> JobInfo | None:
+        raise BrokerUnavailable("abort refused (test)")
+
+    w.broker.abort = lost_abort  # type: ignore[method-assign]
+    in_flight(w, cancel_in(w))
+    run_id = await submit(w)
+    assert job(w, run_id).status is JobStatus.QUEUED  # every abort of the publisher failed
+
+    w.broker.abort = inner_abort  # type: ignore[method-assign]
+    await reconcile_runs(w.engine, w.clock.now(), Canceller(w.deps))
+    assert job(w, run_id).status is JobStatus.ABORTED
+
+
+async def test_startup_leaves_the_finished_job_of_a_cancelled_run_alone() -> None:
+    w = make_world()
+    run_id = await submit(w)
+    await Canceller(w.deps).cancel(run_id)
+    before = job(w, run_id)
+    assert before.status is JobStatus.ABORTED
+    assert await refence_cancelled(w.deps, w.dump().runs[0]) is LateJob.NOT_LATE
+    assert job(w, run_id) == before
