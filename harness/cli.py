@@ -418,7 +418,7 @@ def receipts(
                 table = Table(title=f"restart receipts ({server.source} PostgreSQL)")
                 table.add_column("window", overflow="fold")
                 for col in ("verdict", "boot 1", "pids", "note"):
-                    table.add_column(col)
+                    table.add_column(col, overflow="fold")
                 for w in chosen:
                     receipt = prove(w, server.dsn, out_dir)
                     boots = receipt.get("boots", [])
@@ -433,7 +433,7 @@ def receipts(
                 table = Table(title=f"leased jobs, seed 004 ({server.source} PostgreSQL)")
                 table.add_column("check", overflow="fold")
                 for col in ("verdict", "proves", "seconds", "pids", "note"):
-                    table.add_column(col, overflow="fold" if col == "proves" else "ellipsis")
+                    table.add_column(col, overflow="fold")
                 for check in checks:
                     receipt = run_check(check, server.dsn, out_dir)
                     failed += receipt["verdict"] != "proved"
@@ -493,8 +493,8 @@ def scenarios() -> None:
 
     resolve("all")
     table = Table(title="scenarios")
-    table.add_column("name")
-    table.add_column("what it drives")
+    table.add_column("name", overflow="fold")
+    table.add_column("what it drives", overflow="fold")
     for s in SCENARIOS.values():
         table.add_row(s.name, " ".join(s.description.split()))
     out.print(table)

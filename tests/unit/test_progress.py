@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from harness import report
@@ -94,3 +95,22 @@ def test_a_violation_or_a_required_gap_fails_the_verdict() -> None:
     required = report.campaign_json(clean, ["basic"], "swarm", require_coverage=True)
     assert required["verdict"] == "fail"
     assert "coverage gaps (required)" in report.verdict_line(required)
+
+
+def test_point_names_fold_instead_of_being_cut_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from harness import cli
+
+    long_point = "ledger.a_very_long_seam_name_that_does_not_fit_in_one_narrow_column_at_all"
+    result = _result(1, "basic")
+    result["coverage"] = {"hits": {long_point: 3}, "fires": {long_point: 2},
+                          "kinds": {"a_very_long_fault_kind_name_for_the_kinds_table_x": 1}}
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, width=80))
+    cli._print_summary(CampaignReport(results=[result], wall_s=1.0), "swarm")
+    text = buf.getvalue()
+    assert "…" not in text
+    cells = "".join(line.split("│")[1].strip() for line in text.splitlines()
+                    if line.count("│") == 4)
+    assert long_point in cells
