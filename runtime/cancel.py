@@ -9,7 +9,8 @@ acknowledged containment does `finish_cancel` expose CANCELLED and settle
 the delivery. Anything short of
 that leaves an honest, retryable CANCELLING. Stasis is deleted, best effort,
 only after CANCELLED committed. A Run that completed first makes cancellation
-a no-op; re-reading a CANCELLED Run repeats the sweep and the cleanup.
+a no-op; re-reading a CANCELLED Run repeats the sweep, then repairs a
+missing terminal Step itself and retries the cleanup.
 """
 
 from __future__ import annotations
@@ -57,9 +58,7 @@ class Canceller:
             if run is None:
                 raise NotFound("Run", run_id)
             if run.status is RunStatus.CANCELLED:
-                await self.contain(run)  # repeat the sweep; truth already stands
-                await self._cleanup(run)
-                return run
+                return await self._reread(run)
             if run.status.terminal:
                 return run  # completion won the race: nothing to cancel
             await self.deps.faults.point(faults.CANCEL_CANCELLING_COMMITTED, run_id=run_id)
@@ -73,6 +72,16 @@ class Canceller:
             await self._cleanup(done)
             return done
 
+    async def _reread(self, run: Run) -> Run:
+        """An already CANCELLED Run: the child/consent sweep again, then its
+        missing terminal Step (written here, exactly once, not left to the
+        relay), then the checkpoint deletion it may still owe (seed 000,
+        "Cancellation, mutation, and recovery")."""
+        await self.contain(run)  # truth already stands; the sweep is repeated
+        await self._evidence(run)
+        await self._cleanup(run)
+        return run
+
     async def _cleanup(self, run: Run) -> None:
         """Best-effort stasis deletion, only once CANCELLED has committed."""
         try:
@@ -81,11 +90,18 @@ class Canceller:
             log.warning("cancel of %s: checkpoint not deleted: %r", run.id, exc)
 
     async def _evidence(self, run: Run) -> None:
-        """After terminal truth: the terminal Step, then any live channel closes."""
+        """After terminal truth: the terminal Step, then any live channel closes.
+
+        The canceller writes the one `run.cancelled` Step itself (`write_or_owe`
+        skips it when it already landed). A hop whose Step writer is still
+        attached to the channel must not tee a second one: the writer is
+        detached before the terminal event goes to live readers (seed 000,
+        "Events, settlement, and waits": terminal evidence exactly once)."""
         await write_or_owe(self.deps, run, self.evidence_debt)
         if self.bus is not None:
             channel = self.bus.get(run.id)
             if channel is not None and not channel.closed:
+                channel.attach(None)  # live readers only: the Step is written above
                 with suppress(EventError):
                     await channel.publish(EventKind.RUN_CANCELLED, {})
                 await self.bus.close(run.id)

@@ -15,22 +15,34 @@ from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.writer import StepWriter
 from runtime.models import Run
 from runtime.seams import Deps
+from runtime.sessions import KeyedLocks
 
 log = logging.getLogger(__name__)
 
 TERMINAL_STEP_KINDS = frozenset(kind.value for kind in TERMINAL_KINDS.values())
 
 
+_REPAIRS = KeyedLocks()
+"""One terminal-evidence repair at a time per Run in this process: the canceller
+(first cancel or a re-read), the relay's debts and startup may all reach the
+same Run, and each reads the durable Steps before it appends."""
+
+
 async def repair_terminal_evidence(deps: Deps, run: Run) -> bool:
-    """True when a missing terminal Step was written now."""
+    """True when a missing terminal Step was written now.
+
+    Exactly once whoever calls it: the read of the durable Steps and the
+    append are one single-flight section per Run and process, so two
+    repairers never both see the Step missing and both write it."""
     if not run.status.terminal:
         return False
-    steps = await deps.ledger.steps(run.id)
-    if any(step.kind in TERMINAL_STEP_KINDS for step in steps):
-        return False
-    async with StepWriter(deps.ledger, deps.clock, run.id, run.seq) as writer:
-        kind = TERMINAL_KINDS[run.status].value
-        await writer.repair(kind, {"error": run.error, "repaired": True})
+    async with _REPAIRS.hold(f"{deps.boot_id}:{run.id}"):
+        steps = await deps.ledger.steps(run.id)
+        if any(step.kind in TERMINAL_STEP_KINDS for step in steps):
+            return False
+        async with StepWriter(deps.ledger, deps.clock, run.id, run.seq) as writer:
+            kind = TERMINAL_KINDS[run.status].value
+            await writer.repair(kind, {"error": run.error, "repaired": True})
     return True
 
 

@@ -3,9 +3,9 @@
 Seed 000 ("Cancellation, mutation, and recovery") and seed 003 ("Return
 makes a new claim"): process death never guesses a replay. The broker's
 pre-boot job is fenced first. Then the exact pre-park windows are parked:
-a checkpoint of this hop whose first pending snapshot binds this Run and
-the latest non-cancelled consent (or an existing agent job, or service
-attempt, of this Run). A decided consent is parked and re-fired; a parked
+a checkpoint of this hop whose first pending snapshot binds this same Run
+id (`binds_window`) and the latest non-cancelled consent (or an existing
+agent job, or service attempt, of this Run). A decided consent is parked and re-fired; a parked
 service attempt is left to the service-wait pass that follows. Everything else has its correlated
 effects contained and fails as lost; when containment cannot be proved the
 Run stays nonterminal and the pass is degraded.
@@ -16,12 +16,15 @@ from __future__ import annotations
 import enum
 from contextlib import suppress
 
+from pydantic import ValidationError
+
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
 from runtime.events.repair import write_or_owe
+from runtime.graph.snapshots import Checkpoint, NodeSnapshot
 from runtime.keys import hop_key
-from runtime.models import ConsentStatus, Run
+from runtime.models import CheckpointRecord, ConsentStatus, Run
 from runtime.seams import JobStatus
 from runtime.stasis.consent import refire_consent
 
@@ -64,10 +67,35 @@ async def recover_orphan(engine: RunEngine, canceller: Canceller, run: Run) -> O
     return OrphanVerdict.FAILED_LOST
 
 
+def binds_window(record: CheckpointRecord, run: Run) -> bool:
+    """The exact-state rule of a pre-park window (seed 000, "Events, settlement,
+    and waits"; "Cancellation, mutation, and recovery"): the checkpoint is this
+    hop's, and its first resumable node snapshot names this same Run and exactly
+    the owner (consent, agent job or service attempt) the record binds. A
+    snapshot naming another Run, or a document that does not parse, is no
+    window: the hop failed uncheckpointed and nobody is asked for a verdict."""
+    if record.run_id != run.id or record.seq != run.seq:
+        return False
+    snap = _first_resumable(record)
+    return (
+        snap is not None
+        and snap.run_id == run.id
+        and (snap.consent_id, snap.agent_job_id, snap.service_attempt_id)
+        == (record.consent_id, record.agent_job_id, record.service_attempt_id)
+    )
+
+
+def _first_resumable(record: CheckpointRecord) -> NodeSnapshot | None:
+    try:
+        return Checkpoint.model_validate(record.document).first_resumable()
+    except ValidationError:
+        return None
+
+
 async def _park_window(engine: RunEngine, run: Run) -> OrphanVerdict | None:
     ledger, now = engine.deps.ledger, engine.deps.clock.now
     record = await ledger.load_checkpoint(run.id)
-    if record is None or record.seq != run.seq:
+    if record is None or not binds_window(record, run):
         return None
     if record.consent_id is not None:
         live = [c for c in await ledger.consents_of(run.id)
