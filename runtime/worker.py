@@ -93,14 +93,15 @@ class Worker:
             return HopOutcome.SKIPPED
         await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
         self.in_flight += 1
+        events = HopEvents(self.deps, self.bus, claim.run, seq)
         try:
-            async with HopEvents(self.deps, self.bus, claim.run, seq) as events:
+            async with events:
                 await events.publish(EventKind.RUN_CLAIMED, {"seq": seq})
                 result = await self._hop(claim.run, claim.delivery, events)
         finally:
             self.in_flight -= 1
-        if events.debt:
-            self.evidence_debt[run_id] = seq
+            if events.debt:  # also when the hop is cancelled after terminal truth
+                self.evidence_debt[run_id] = seq
         return result
 
     async def _hop(self, run: Run, delivery: RunDelivery | None, events: HopEvents) -> HopOutcome:
@@ -127,6 +128,7 @@ class Worker:
             return HopOutcome.FENCED if parked.fenced else HopOutcome.PARKED
         if settled is None:
             return HopOutcome.FENCED
+        events.debt = True  # terminal truth stands: its Step is owed until terminal() lands it
         await self.deps.faults.point(faults.SETTLE_TERMINAL_COMMITTED, run_id=run_id, seq=seq)
         await events.terminal(settled)
         await self.deps.faults.point(faults.SETTLE_EVIDENCE_WRITTEN, run_id=run_id, seq=seq)

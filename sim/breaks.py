@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -23,11 +23,14 @@ from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
+from runtime.events.errors import EventError
+from runtime.events.model import EventKind
+from runtime.events.repair import write_or_owe
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
-from runtime.models import Claim, DeliveryState, Run, RunDelivery, RunStatus
+from runtime.models import CheckpointRecord, Claim, DeliveryState, Run, RunDelivery, RunStatus
 from runtime.publish_fence import LateJob
-from runtime.recovery import reconcile
+from runtime.recovery import orphans, reconcile
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.seams import Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
@@ -128,6 +131,31 @@ async def _leave_late_job(self: RunEngine, delivery: RunDelivery) -> LateJob:
     return LateJob.NOT_LATE
 
 
+async def _evidence_teed_to_hop(self: Canceller, run: Run) -> None:
+    """The canceller's terminal evidence with a hop's Step writer still attached:
+    it writes run.cancelled, then tees the terminal event into the hop's writer."""
+    await write_or_owe(self.deps, run, self.evidence_debt)
+    if self.bus is not None:
+        channel = self.bus.get(run.id)
+        if channel is not None and not channel.closed:
+            with suppress(EventError):
+                await channel.publish(EventKind.RUN_CANCELLED, {})
+            await self.bus.close(run.id)
+
+
+async def _reread_without_evidence(self: Canceller, run: Run) -> Run:
+    """A re-read of a CANCELLED Run that sweeps and cleans up but leaves its
+    missing terminal Step to the relay."""
+    await self.contain(run)
+    await self._cleanup(run)
+    return run
+
+
+def _window_of_any_run(record: CheckpointRecord, run: Run) -> bool:
+    """A pre-park window that checks the hop but not whose Run the snapshot binds."""
+    return record.seq == run.seq
+
+
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
 _ORIGINAL_ABSENT = service_attempts._absent
@@ -139,9 +167,10 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "stage_fence": (MemoryJobStore, "stage", _unfenced_stage),
     "blind_resubmit": (service_attempts, "_absent", _blind_absent),
     "cleanup_blocks_startup": (reconcile, "release_checkpoint", _fatal_release),
-
-
     "late_job_left_queued": (RunEngine, "_fence_late_job", _leave_late_job),
+    "duplicate_cancelled_step": (Canceller, "_evidence", _evidence_teed_to_hop),
+    "reread_skips_evidence": (Canceller, "_reread", _reread_without_evidence),
+    "prepark_any_run": (orphans, "binds_window", _window_of_any_run),
 }
 
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from pydantic import ValidationError
+
+from runtime.graph.snapshots import Checkpoint
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
@@ -26,6 +29,8 @@ from sim.work_checks import JobChecks, ServiceChecks
 if TYPE_CHECKING:
     from sim.leased import CallKey, ModelCall
     from sim.world import World
+
+TERMINAL_STEP_KINDS = frozenset({"run.done", "run.failed", "run.cancelled"})
 
 OWNER_WAITS = (
     RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE,
@@ -89,6 +94,17 @@ INVARIANTS: dict[str, Invariant] = {
                   "for one capability", "seed 003 'Three boundaries'"),
         Invariant("terminal_evidence_once", "after heal every terminal Run has exactly one "
                   "terminal Step", "seed 000 'Events, settlement, and waits'"),
+        Invariant("terminal_step_at_most_once", "at every committed write no Run has more "
+                  "than one terminal Step, whoever wrote it (hop, canceller, relay, startup)",
+                  "seed 000 'Events, settlement, and waits'"),
+        Invariant("prepark_binds_run", "a Run parks on a consent, agent job or service "
+                  "attempt only when the first resumable snapshot of its checkpoint binds that "
+                  "same Run and exactly that owner (startup's pre-park window included)",
+                  "seed 000 'Events, settlement, and waits', 'Cancellation, mutation, and "
+                  "recovery'"),
+        Invariant("reread_repairs_evidence", "a cancel that re-reads an already CANCELLED Run "
+                  "returns only once the Run's terminal Step exists, unless a fault struck "
+                  "that very call", "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("subscriber_order", "every subscriber sees a Run's events in cursor order, "
                   "gaps only at an explicit resync, and at most one terminal event",
                   "seed 000 'Events, settlement, and waits'"),
@@ -176,6 +192,8 @@ class Checker:
         self.late_jobs: dict[str, tuple[int, int]] = {}
         """Hop jobs that landed behind their Run's cancellation: key -> (boot, trace index)."""
         self.job_checks = JobChecks(self)
+        self.terminal_steps: dict[UUID, tuple[int, int]] = {}
+        """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
@@ -194,6 +212,8 @@ class Checker:
             return
         with contextlib.suppress(_Stop):
             self._after_transaction()
+            if name == "append_step":
+                self._check_terminal_steps()
 
     def _after_transaction(self) -> None:
         self.transactions += 1
@@ -227,6 +247,45 @@ class Checker:
                       before=_brief(prev), after=_brief(run))
         if run.status is RunStatus.CANCELLED and prev.status is not RunStatus.CANCELLED:
             self._check_containment(run)
+        if run.status in OWNER_WAITS and prev.status not in OWNER_WAITS:
+            self._check_park_binding(run)
+
+    def _check_park_binding(self, run: Run) -> None:
+        """prepark_binds_run: the checkpoint a park rests on names this Run and its owner."""
+        record = self.world.ledger.checkpoint_table.get(run.id)
+        snap = None
+        if record is not None:
+            with contextlib.suppress(ValidationError):
+                snap = Checkpoint.model_validate(record.document).first_resumable()
+        owner = {
+            RunStatus.AWAITING_CONSENT: ("consent", run.consent_id,
+                                         snap.consent_id if snap else None),
+            RunStatus.AWAITING_DELEGATE: ("agent job", run.agent_job_id,
+                                          snap.agent_job_id if snap else None),
+            RunStatus.AWAITING_SERVICE: ("service attempt", run.service_attempt_id,
+                                         snap.service_attempt_id if snap else None),
+        }[run.status]
+        what, parked_on, bound = owner
+        if snap is None or snap.run_id != run.id or bound != parked_on:
+            names = "no resumable snapshot" if snap is None else (
+                f"a snapshot of Run {snap.run_id} bound to {what} {bound}")
+            self.fail("prepark_binds_run", f"Run {run.id} parked {run.status.value} on {what} "
+                      f"{parked_on} over {names}", run=_brief(run))
+
+    def on_cancel_reread(self, run_id: UUID, since: int) -> None:
+        """reread_repairs_evidence, once a re-read cancel returned CANCELLED; `since` is
+        the trace length when the call began (a fault after it excuses a missing Step)."""
+        if self.violations:
+            return
+        if any('"event":"fault.fired"' in line or '"event":"boot.crash"' in line
+               for line in self.world.trace.lines[since:]):
+            return
+        steps = self.world.ledger.step_log.get(run_id, [])
+        if not any(s.kind in TERMINAL_STEP_KINDS for s in steps):
+            with contextlib.suppress(_Stop):
+                run = self.world.ledger.run_table.get(run_id)
+                self.fail("reread_repairs_evidence", f"Run {run_id} re-read CANCELLED without "
+                          "its terminal Step", run=_brief(run))
 
     def _check_containment(self, run: Run) -> None:
         d = self.world.ledger.delivery_table.get((run.id, run.seq))
@@ -325,6 +384,23 @@ class Checker:
                 if other != rid:
                     self.fail("session_fence", f"session {run.session} has two nonterminal Runs",
                               runs=[str(other), str(rid)])
+
+    def _check_terminal_steps(self) -> None:
+        """terminal_step_at_most_once, incrementally: only Steps appended since the
+        last check are read (a restored, shorter log is read again from the start)."""
+        for rid, log in self.world.ledger.step_log.items():
+            seen, n = self.terminal_steps.get(rid, (0, 0))
+            if len(log) == seen:
+                continue
+            if len(log) < seen:
+                seen, n = 0, 0
+            n += sum(1 for s in log[seen:] if s.kind in TERMINAL_STEP_KINDS)
+            self.terminal_steps[rid] = (len(log), n)
+            if n > 1:
+                run = self.world.ledger.run_table.get(rid)
+                kinds = [s.kind for s in log if s.kind in TERMINAL_STEP_KINDS]
+                self.fail("terminal_step_at_most_once", f"Run {rid} has {n} terminal Steps "
+                          f"({', '.join(kinds)})", run=_brief(run))
 
     def _check_resume(self, run: Run) -> None:
         ledger = self.world.ledger

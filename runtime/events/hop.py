@@ -87,22 +87,30 @@ class HopEvents:
         return False
 
     async def terminal(self, run: Run) -> None:
-        """After terminal truth committed: terminal event, flush, close."""
+        """After terminal truth committed: terminal event, flush, close.
+
+        The terminal Step is owed (`debt`) from the moment truth committed
+        until the flush proves it written, so a hop cancelled in between (its
+        broker job swept or aborted, a shutdown) still leaves the debt to the
+        relay, whose repair reads the durable Steps first and never writes
+        it twice."""
         self.track(run)
-        if not await self.publish(TERMINAL_KINDS[run.status], {"error": run.error}):
-            self.debt = True  # the terminal Step is owed: the relay repairs it
-        await self._flush()
+        self.debt = True
+        published = await self.publish(TERMINAL_KINDS[run.status], {"error": run.error})
+        self.debt = not (await self._flush() and published)
         await self.bus.close(run.id)
 
     async def parked(self, status: RunStatus) -> None:
         await self.publish(EventKind.RUN_PARKED, {"status": status.value})
-        await self._flush(terminal=False)
+        await self._flush()
 
-    async def _flush(self, terminal: bool = True) -> None:
-        """Wait for the writer chain. Only a terminal hop's failure becomes a debt: the
-        terminal Step is the evidence that is repaired; lifecycle Steps are best effort."""
+    async def _flush(self) -> bool:
+        """Wait for the writer chain; False when a Step failed. Only a terminal hop's
+        failure becomes a debt: the terminal Step is the evidence that is repaired;
+        lifecycle Steps are best effort."""
         try:
             await self.writer.barrier()
         except StepWriteFailed as exc:
-            self.debt = self.debt or terminal
             log.warning("Steps of Run %s not all written: %s", self.run.id, exc)
+            return False
+        return True

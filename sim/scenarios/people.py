@@ -75,6 +75,10 @@ class Operator:
 
     world: World
     share: float = 0.4
+    reread: float = 0.0
+    """How often a cancel that answered CANCELLED is sent again at once (a caller
+    retrying its request): the re-read of an already CANCELLED Run (seed 000,
+    "Cancellation, mutation, and recovery"). Zero draws nothing."""
 
     async def run(self, until: float) -> None:
         rng = self.world.streams.actors
@@ -93,3 +97,19 @@ class Operator:
         except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
             outcome = type(exc).__name__
         self.world.trace.emit("operator", "cancel", run=str(run_id), outcome=outcome)
+        if outcome == RunStatus.CANCELLED.value and self.reread > 0 and \
+                self.world.streams.actors.random() < self.reread:
+            await self.reread_cancelled(run_id)
+
+    async def reread_cancelled(self, run_id: UUID) -> None:
+        """Cancel an already CANCELLED Run again; the checker then expects its
+        terminal Step to exist (unless a fault struck this very call)."""
+        since = len(self.world.trace.lines)
+        try:
+            run = await self.world.request(lambda boot: boot.canceller.cancel(run_id))
+            outcome = run.status.value
+        except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
+            outcome = type(exc).__name__
+        self.world.trace.emit("operator", "cancel.reread", run=str(run_id), outcome=outcome)
+        if outcome == RunStatus.CANCELLED.value:
+            self.world.checker.on_cancel_reread(run_id, since)

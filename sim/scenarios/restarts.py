@@ -5,13 +5,20 @@
   random times, with short restart delays;
 - `restart_storm`: an operator restarts the Vessel gracefully every few
   seconds while Runs of every pattern are in flight, some shutdowns crashing
-  half way.
+  half way;
+- `misfiled_stasis`: consent and delegate Runs under frequent crashes while a
+  faulty stasis migration, run between two boots, rewrites the Run id inside
+  the first pending snapshot of some crashed Runs' checkpoints (their owner
+  binding untouched): startup must not park such a window.
 """
 
 from __future__ import annotations
 
+from uuid import uuid5
+
 import anyio
 
+from runtime.models import RunStatus
 from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
@@ -70,6 +77,41 @@ async def _storm(world: World) -> None:
     await _workload(world, restarts=True)
 
 
+async def _misfiled(world: World) -> None:
+    approver = Approver(world)
+    world.actors["approver"] = approver
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(approver.run)
+        tg.start_soon(_migrator, world)
+        await submit_stream(world, ("consent_gate", "delegate"), content, count=(10, 20))
+        tg.cancel_scope.cancel()
+
+
+async def _migrator(world: World) -> None:
+    """Between boots, rewrite the snapshot Run id of some crashed hops' checkpoints."""
+    rng = world.streams.actors
+    done: set[object] = set()
+    while True:
+        await anyio.sleep(0.25)
+        if world.live_boot is not None:
+            continue
+        ledger = world.ledger
+        for run in sorted(ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):
+            record = ledger.checkpoint_table.get(run.id)
+            if run.status is not RunStatus.RUNNING or record is None or run.id in done \
+                    or record.seq != run.seq:
+                continue
+            done.add(run.id)
+            history = [dict(snap) for snap in record.document.get("history", [])]
+            pending = [snap for snap in history if snap.get("status") == "pending"]
+            if not pending or rng.random() < 0.3:
+                continue
+            pending[0]["run_id"] = str(uuid5(run.id, "misfiled"))
+            document = {**record.document, "history": history}
+            ledger.checkpoint_table[run.id] = record.model_copy(update={"document": document})
+            world.trace.emit("migration", "stasis.misfiled", run=str(run.id))
+
+
 def _describe(name: str) -> str:
     for part in (__doc__ or "").split("- `")[1:]:
         if part.startswith(name + "`"):
@@ -80,4 +122,7 @@ def _describe(name: str) -> str:
 CRASHLOOP = register(Scenario("crashloop", _describe("crashloop"), _crashloop, heal, _crashy))
 RESTART_STORM = register(
     Scenario("restart_storm", _describe("restart_storm"), _storm, heal, _stormy)
+)
+MISFILED_STASIS = register(
+    Scenario("misfiled_stasis", _describe("misfiled_stasis"), _misfiled, heal, _crashy)
 )

@@ -11,17 +11,27 @@
   duplicates, lying lookups, timeouts, refusals), some cancelled by an
   operator, the Vessel crashing between checkpoint, attempt, park and send;
 - `cancel`: a mix of every pattern while an operator cancels Runs (a publish
-  whose acknowledgement is lost stays in flight for a while first).
+  whose acknowledgement is lost stays in flight for a while first), often
+  sending a cancel again at once (the re-read of a CANCELLED Run);
+- `skewed_sweep`: long hops while a second process whose clock runs ahead
+  sweeps the broker, so a live hop's job reads aborted before the hop is
+  stopped, and an operator cancels each swept Run at once: the canceller
+  writes terminal evidence while that hop's Step writer is still attached.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import anyio
 
+from runtime.adapters.memory.broker import MemoryBroker
+from runtime.models import RunStatus
+from runtime.registry import QUEUES
 from sim.checker import waits_without_proof
+from sim.clock import VirtualClock
 from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
@@ -48,13 +58,15 @@ def content(world: World, pattern: str) -> dict[str, Any]:
     return {}
 
 
-async def _with_people(world: World, patterns: tuple[str, ...], operator: bool) -> None:
+async def _with_people(
+    world: World, patterns: tuple[str, ...], operator: bool, reread: float = 0.0
+) -> None:
     approver = Approver(world)
     world.actors["approver"] = approver
     async with anyio.create_task_group() as tg:
         tg.start_soon(approver.run)
         if operator:
-            tg.start_soon(Operator(world).run, anyio.current_time() + 400.0)
+            tg.start_soon(Operator(world, reread=reread).run, anyio.current_time() + 400.0)
         await submit_stream(world, patterns, content)
         tg.cancel_scope.cancel()
 
@@ -77,9 +89,10 @@ def _scenario(
     patterns: tuple[str, ...],
     operator: bool = False,
     tune: Callable[[FaultOptions], FaultOptions] | None = None,
+    reread: float = 0.0,
 ) -> Scenario:
     async def drive(world: World) -> None:
-        await _with_people(world, patterns, operator)
+        await _with_people(world, patterns, operator, reread)
 
     return register(Scenario(name, _describe(name), drive, heal, tune=tune))
 
@@ -129,5 +142,50 @@ SERVICE_WAIT = register(
 HARDWARE = _scenario("hardware", ("hardware",))
 CANCEL = _scenario(
     "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
-    operator=True, tune=_publishes_in_flight,
+    operator=True, tune=_publishes_in_flight, reread=0.5,
+)
+
+
+SWEEP_SKEW_S = 200.0
+"""How far the sweeping process's clock runs ahead: past the 120 s heartbeat."""
+
+
+async def _skewed_drive(world: World) -> None:
+    approver = Approver(world)
+    world.actors["approver"] = approver
+    operator = Operator(world, share=0.0, reread=0.3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(approver.run)
+        tg.start_soon(_skewed_sweeper, world, operator, anyio.current_time() + 400.0)
+        await submit_stream(world, ("hardware", "two_step", "effectful"), content,
+                            count=(8, 16))
+        tg.cancel_scope.cancel()
+
+
+async def _skewed_sweeper(world: World, operator: Operator, until: float) -> None:
+    """Another process sweeps the same broker tables with a clock running ahead;
+    the operator answers each swept job by cancelling its Run, repeating a cancel
+    left CANCELLING until it settles."""
+    skewed = MemoryBroker(VirtualClock(world.clock.epoch + timedelta(seconds=SWEEP_SKEW_S)),
+                          jobs=world.broker.jobs)
+    rng = world.streams.actors
+    while anyio.current_time() < until:
+        await anyio.sleep(round(rng.uniform(5.0, 30.0), 3))
+        if world.live_boot is None:
+            continue
+        swept = [key for queue in QUEUES for key in await skewed.sweep(queue)]
+        for key in swept:
+            world.trace.emit("sweeper", "job.swept.skewed", key=key)
+        for key in swept:
+            run_id = world.broker.jobs[key].info.run_id
+            for _ in range(5):
+                await operator.cancel(run_id)
+                run = world.ledger.run_table.get(run_id)
+                if run is None or run.status is not RunStatus.CANCELLING:
+                    break
+                await anyio.sleep(5.0)
+
+
+SKEWED_SWEEP = register(
+    Scenario("skewed_sweep", _describe("skewed_sweep"), _skewed_drive, heal)
 )

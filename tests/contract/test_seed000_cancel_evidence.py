@@ -7,7 +7,8 @@ terminal evidence, on the memory and the PostgreSQL ledger alike.
 - "Cancellation, mutation, and recovery": re-reading an already CANCELLED Run
   repeats the sweep and then repairs its missing terminal Step itself.
 - "Events, settlement, and waits": one terminal Step per Run, whoever writes
-  it (a hop's Step writer still attached while the canceller writes it).
+  it (a hop's Step writer still attached while the canceller writes it), and
+  still owed when the hop is cancelled between terminal truth and its Step.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from uuid import UUID, uuid5
 
+import anyio
 import pytest
 
 from runtime import faults
@@ -196,3 +198,28 @@ async def test_seed000_cancel_with_a_hop_writer_attached_writes_one_cancelled_st
         await events.writer.barrier()
 
     assert await terminal_steps(w, run_id) == ["run.cancelled"]
+
+
+@pytest.mark.parametrize("point", [faults.SETTLE_TERMINAL_COMMITTED, "writer.barrier"])
+async def test_seed000_a_hop_cancelled_after_terminal_truth_still_owes_its_step(
+    ledger: Ledger, point: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its broker job swept or aborted, a shutdown: the cancellation lands between
+    the terminal commit and the Step; the debt stays for the relay to repair."""
+    w = world_on(ledger)
+    run_id = await admit(w, "echo")
+    with anyio.CancelScope() as scope:
+        if point == "writer.barrier":
+            from runtime.events.writer import StepWriter
+
+            async def cancelled_barrier(self: StepWriter) -> None:
+                scope.cancel()
+                await anyio.sleep(1)
+
+            monkeypatch.setattr(StepWriter, "barrier", cancelled_barrier)
+        else:
+            w.faults.observe(point, scope.cancel)
+        await w.worker.perform_run(run_id, 0)
+    assert scope.cancelled_caught
+    assert (await run_of(w, run_id)).status is RunStatus.DONE
+    assert w.worker.evidence_debt == {run_id: 0}

@@ -64,3 +64,33 @@ def test_a_late_job_left_queued_behind_a_cancellation_is_caught() -> None:
     fixed = run_simulation(seed, "cancel", "swarm")
     assert fixed.ok, fixed.violation
     assert fixed.world is not None and fixed.world.checker.late_jobs  # the window was reached
+
+
+# -- seed 000 conformance (issue M12) --------------------------------------------------
+
+
+def test_parking_a_window_whose_snapshot_binds_another_run_is_caught() -> None:
+    """prepark_any_run: startup's pre-park window ignores the snapshot's Run id; a
+    faulty stasis migration makes such checkpoints, and the park is seen."""
+    seed, _, message = _first_violation("misfiled_stasis", "prepark_any_run",
+                                                range(1, 30), "prepark_binds_run")
+    assert "over a snapshot of Run" in message
+    assert run_simulation(seed, "misfiled_stasis", "swarm").ok  # the fix holds there
+
+
+def test_a_reread_cancel_that_leaves_the_terminal_step_missing_is_caught() -> None:
+    """reread_skips_evidence: a re-read of a CANCELLED Run sweeps but leaves its
+    missing terminal Step to the relay."""
+    seed, _, message = _first_violation("cancel", "reread_skips_evidence", range(1, 40),
+                                        "reread_repairs_evidence")
+    assert "re-read CANCELLED without its terminal Step" in message
+    assert run_simulation(seed, "cancel", "swarm").ok
+
+
+def test_a_second_cancelled_step_teed_into_an_attached_hop_writer_is_caught() -> None:
+    """duplicate_cancelled_step: the canceller writes run.cancelled and then tees the
+    terminal event into the Step writer of a hop whose swept job still runs."""
+    seed, _, message = _first_violation("skewed_sweep", "duplicate_cancelled_step",
+                                        range(1, 20), "terminal_step_at_most_once")
+    assert "(run.cancelled, run.cancelled)" in message
+    assert run_simulation(seed, "skewed_sweep", "swarm").ok
