@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 TERMINAL_STEP_KINDS = frozenset({"run.done", "run.failed", "run.cancelled"})
 
+_EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
+                    '"point":"steps.append"', '"event":"boot.crash"')
+"""Trace marks of a fault that may keep a repair from writing its Step."""
+
 OWNER_WAITS = (
     RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE,
 )
@@ -277,7 +281,7 @@ class Checker:
         the trace length when the call began (a fault after it excuses a missing Step)."""
         if self.violations:
             return
-        if any('"event":"fault.fired"' in line or '"event":"boot.crash"' in line
+        if any(any(mark in line for mark in _EVIDENCE_FAULTS)
                for line in self.world.trace.lines[since:]):
             return
         steps = self.world.ledger.step_log.get(run_id, [])

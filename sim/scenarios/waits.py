@@ -142,7 +142,7 @@ SERVICE_WAIT = register(
 HARDWARE = _scenario("hardware", ("hardware",))
 CANCEL = _scenario(
     "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
-    operator=True, tune=_publishes_in_flight, reread=0.5,
+    operator=True, tune=_publishes_in_flight, reread=1.0,
 )
 
 

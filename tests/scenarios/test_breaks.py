@@ -81,7 +81,7 @@ def test_parking_a_window_whose_snapshot_binds_another_run_is_caught() -> None:
 def test_a_reread_cancel_that_leaves_the_terminal_step_missing_is_caught() -> None:
     """reread_skips_evidence: a re-read of a CANCELLED Run sweeps but leaves its
     missing terminal Step to the relay."""
-    seed, _, message = _first_violation("cancel", "reread_skips_evidence", range(1, 40),
+    seed, _, message = _first_violation("cancel", "reread_skips_evidence", range(1, 101),
                                         "reread_repairs_evidence")
     assert "re-read CANCELLED without its terminal Step" in message
     assert run_simulation(seed, "cancel", "swarm").ok
