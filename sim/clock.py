@@ -5,7 +5,9 @@
 virtual seconds, and it never goes backwards. `FrozenTimeInstrument` is a
 trio Instrument that keeps freezegun's frozen time equal to it, so that
 third-party code calling `datetime.now()` or `time.time()` sees virtual time
-too (NOTES-dependencies.md, freezegun).
+too (NOTES-dependencies.md, freezegun). `sim_clock()` is trio's MockClock
+at rate 0, which never reads the real clock: under freezegun the real clock is
+freezegun's fake, which inspects the caller's stack on every call.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import anyio
 import trio.abc
+import trio.testing
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -37,6 +40,22 @@ class VirtualClock:
 
     def now(self) -> datetime:
         return self.epoch + timedelta(seconds=self.monotonic())
+
+
+def _no_real_time() -> float:
+    return 0.0
+
+
+def sim_clock() -> trio.testing.MockClock:
+    """MockClock(rate=0, autojump_threshold=0) that never reads the real clock.
+
+    At rate 0 MockClock's time is `virtual_base + 0 * (real - real_base)`,
+    which is `virtual_base` to the bit whatever `real` is; so a constant real
+    clock gives the very same times, without freezegun's fake perf_counter.
+    """
+    clock = trio.testing.MockClock(rate=0.0, autojump_threshold=0.0)
+    clock._real_clock = _no_real_time  # trio is pinned; MockClock keeps it for its tests
+    return clock
 
 
 class FrozenTimeInstrument(trio.abc.Instrument):

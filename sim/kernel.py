@@ -1,6 +1,6 @@
 """run_simulation: one seeded, deterministic simulation and its verdict.
 
-Runs on trio with `MockClock(autojump_threshold=0)` (virtual time jumps to
+Runs on trio with `sim_clock()` (MockClock at rate 0, autojump 0: virtual time jumps to
 the next deadline whenever every task is blocked) and trio's deterministic
 scheduling seeded from the seed, under freezegun kept equal to virtual time.
 Phases: the scenario drives its actors with faults on; then heal (faults
@@ -24,7 +24,7 @@ from freezegun import freeze_time
 from runtime.models import LedgerDump
 from sim import breaks
 from sim.checker import Violation
-from sim.clock import EPOCH, FrozenTimeInstrument
+from sim.clock import EPOCH, FrozenTimeInstrument, sim_clock
 from sim.faults.injector import Injector
 from sim.faults.options import options_for
 from sim.faults.plan import FaultPlan
@@ -153,7 +153,7 @@ def run_simulation(
                 entry,
                 backend="trio",
                 backend_options={
-                    "clock": trio.testing.MockClock(autojump_threshold=0),
+                    "clock": sim_clock(),
                     "instruments": [FrozenTimeInstrument(frozen)],
                 },
             )
