@@ -186,6 +186,10 @@ class ServiceJobAttempt(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> ServiceJobAttempt:
+        return self.consistent()
+
+    def consistent(self) -> ServiceJobAttempt:
+        """The attempt itself when its digest and state agree; ValueError otherwise."""
         expected = request_digest(self.request, self.binding, self.envelope.destination)
         if self.request_digest != expected:
             raise ValueError("request_digest does not match the request, binding and destination")

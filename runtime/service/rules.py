@@ -41,7 +41,12 @@ def _put(
     if evidence is not None:
         changes["evidence"] = (*attempt.evidence, evidence)
     changes.update(version=attempt.version + 1, updated_at=now)
-    return ServiceJobAttempt.model_validate({**attempt.model_dump(), **changes})
+    # The changes are typed values from the decisions above (already validated
+    # records, enums, counters), and request, binding and envelope never change
+    # here; so a shallow copy plus the model's own consistency check is what
+    # re-validating a full dump proved, without dumping the whole evidence
+    # history on every write (records are frozen: sharing them is safe).
+    return attempt.model_copy(update=changes).consistent()
 
 
 def decide_prepare(
