@@ -32,6 +32,7 @@ class Trace:
     lines: list[str] = field(default_factory=list)
     boot: int = 0
     last_t: float = 0.0
+    _parsed: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     def emit(self, actor: str, event: str, **data: Any) -> None:
         self.last_t = round(anyio.current_time(), 6)
@@ -46,8 +47,14 @@ class Trace:
                                      default=_default))
 
     def records(self) -> Iterator[dict[str, Any]]:
-        for line in self.lines:
-            yield json.loads(line)
+        """Each line parsed, in order. Lines are parsed once and kept: the final
+        checks read the whole trace several times. Callers must not mutate them."""
+        parsed = self._parsed
+        if len(parsed) > len(self.lines):
+            parsed.clear()  # the lines were replaced: parse them again
+        for line in self.lines[len(parsed):]:
+            parsed.append(json.loads(line))
+        yield from parsed[: len(self.lines)]
 
     def digest(self) -> str:
         h = hashlib.sha256()

@@ -25,6 +25,7 @@ from runtime.jobs.models import (
 from runtime.service.driver import ProviderStatus
 from runtime.service.models import (
     RESUBMIT_PROOFS,
+    Evidence,
     EvidenceKind,
     ServiceJobAttempt,
     ServiceState,
@@ -238,6 +239,7 @@ class ServiceChecks:
         self.checker = checker
         self.world = checker.world
         self.attempts: dict[UUID, ServiceJobAttempt] = {}
+        self._proof_counts: dict[UUID, tuple[tuple[Evidence, ...], int]] = {}
         self.digests: dict[str, str] = {}
         """The digest each key first reached the provider with."""
 
@@ -251,6 +253,21 @@ class ServiceChecks:
                 self._attempt_changed(prev, attempt)
         self.attempts = dict(self.world.services.attempt_table)
 
+    def _proofs(self, a: ServiceJobAttempt) -> int:
+        """Resubmit proofs in `a.evidence`, counted on the part not seen before.
+
+        Evidence only grows by appending; when the evidence last counted for
+        this attempt is a prefix (compared by identity, in C), only the new
+        tail is counted, otherwise all of it again.
+        """
+        seen, n = self._proof_counts.get(a.id, ((), 0))
+        evidence = a.evidence
+        if len(evidence) < len(seen) or evidence[: len(seen)] != seen:
+            seen, n = (), 0
+        n += sum(1 for e in evidence[len(seen):] if e.kind in RESUBMIT_PROOFS)
+        self._proof_counts[a.id] = (evidence, n)
+        return n
+
     def _attempt_changed(self, prev: ServiceJobAttempt | None, a: ServiceJobAttempt) -> None:
         provider = self.world.provider
         if prev is not None:
@@ -261,7 +278,7 @@ class ServiceChecks:
             if prev.state.terminal and (prev.state, prev.result) != (a.state, a.result):
                 self.fail("service_no_fabricated_failure", f"terminal attempt {a.id} changed "
                           f"{prev.state.value} -> {a.state.value}", after=_attempt(a))
-        proofs = sum(1 for e in a.evidence if e.kind in RESUBMIT_PROOFS)
+        proofs = self._proofs(a)
         if a.transmissions > 1 + proofs:
             self.fail("service_single_effect", f"attempt {a.id} transmitted {a.transmissions} "
                       f"times on {proofs} proofs", attempt=_attempt(a))

@@ -33,6 +33,36 @@ class Coverage:
         }
 
 
+PROBABILITY_OPTION: dict[FaultKind, str] = {
+    FaultKind.CRASH: "crash_per_point_hit",
+    FaultKind.PUBLISH_FAIL: "publish_fail_per_publish",
+    FaultKind.ACK_LOST: "ack_lost_per_publish",
+    FaultKind.DUPLICATE_DELIVERY: "duplicate_per_delivery",
+    FaultKind.DELAYED_DELIVERY: "delay_per_publish",
+    FaultKind.LEDGER_TRANSIENT: "transient_per_transaction",
+    FaultKind.LEDGER_AMBIGUOUS: "ambiguous_per_write",
+    FaultKind.LEDGER_LATENCY: "latency_per_transaction",
+    FaultKind.ABORT_ACK_LOST: "abort_ack_lost_per_abort",
+    FaultKind.ACTOR_SLOW: "actor_slow_per_call",
+    FaultKind.ACTOR_FAIL: "actor_fail_per_call",
+    FaultKind.ACTOR_DUPLICATE: "actor_duplicate_per_call",
+    FaultKind.ACTOR_LATE: "actor_late_per_call",
+    FaultKind.STEP_STALL: "step_stall_per_append",
+    FaultKind.STEP_APPEND_FAIL: "step_fail_per_append",
+    FaultKind.WORKER_CRASH: "worker_crash_per_call",
+    FaultKind.WORKER_STALL: "worker_stall_per_call",
+    FaultKind.LATE_RESULT: "late_result_per_stage",
+    FaultKind.MODEL_HANG: "model_hang_per_call",
+    FaultKind.MODEL_REPLY_LOST: "model_reply_lost_per_call",
+    FaultKind.PROVIDER_DUPLICATE: "provider_duplicate_per_submit",
+    FaultKind.LOOKUP_LIES: "lookup_lies_per_lookup",
+    FaultKind.SERVICE_ACK_LOST: "service_ack_lost_per_call",
+    FaultKind.SERVICE_TIMEOUT: "service_timeout_per_call",
+    FaultKind.CHECKPOINT_STUCK: "checkpoint_stuck_per_delete",
+}
+"""The option that gives each fault kind its probability per opportunity."""
+
+
 @dataclass
 class Injector:
     options: FaultOptions
@@ -50,34 +80,8 @@ class Injector:
                 self._planned.setdefault((pf.trigger.point, pf.trigger.nth), []).append(pf)
 
     def probability(self, kind: FaultKind, point: str) -> float:
-        o = self.options
-        return {
-            FaultKind.CRASH: o.crash_per_point_hit,
-            FaultKind.PUBLISH_FAIL: o.publish_fail_per_publish,
-            FaultKind.ACK_LOST: o.ack_lost_per_publish,
-            FaultKind.DUPLICATE_DELIVERY: o.duplicate_per_delivery,
-            FaultKind.DELAYED_DELIVERY: o.delay_per_publish,
-            FaultKind.LEDGER_TRANSIENT: o.transient_per_transaction,
-            FaultKind.LEDGER_AMBIGUOUS: o.ambiguous_per_write,
-            FaultKind.LEDGER_LATENCY: o.latency_per_transaction,
-            FaultKind.ABORT_ACK_LOST: o.abort_ack_lost_per_abort,
-            FaultKind.ACTOR_SLOW: o.actor_slow_per_call,
-            FaultKind.ACTOR_FAIL: o.actor_fail_per_call,
-            FaultKind.ACTOR_DUPLICATE: o.actor_duplicate_per_call,
-            FaultKind.ACTOR_LATE: o.actor_late_per_call,
-            FaultKind.STEP_STALL: o.step_stall_per_append,
-            FaultKind.STEP_APPEND_FAIL: o.step_fail_per_append,
-            FaultKind.WORKER_CRASH: o.worker_crash_per_call,
-            FaultKind.WORKER_STALL: o.worker_stall_per_call,
-            FaultKind.LATE_RESULT: o.late_result_per_stage,
-            FaultKind.MODEL_HANG: o.model_hang_per_call,
-            FaultKind.MODEL_REPLY_LOST: o.model_reply_lost_per_call,
-            FaultKind.PROVIDER_DUPLICATE: o.provider_duplicate_per_submit,
-            FaultKind.LOOKUP_LIES: o.lookup_lies_per_lookup,
-            FaultKind.SERVICE_ACK_LOST: o.service_ack_lost_per_call,
-            FaultKind.SERVICE_TIMEOUT: o.service_timeout_per_call,
-            FaultKind.CHECKPOINT_STUCK: o.checkpoint_stuck_per_delete,
-        }[kind]
+        value: float = getattr(self.options, PROBABILITY_OPTION[kind])
+        return value
 
     def _amount(self, kind: FaultKind) -> float:
         if kind is FaultKind.LEDGER_LATENCY:
