@@ -118,9 +118,13 @@ def campaign(
     ] = False,
     progress_every: Annotated[float, typer.Option(
         help="off a terminal: a progress line every N seconds (0: none)")] = DEFAULT_EVERY_S,
+    shard: Annotated[str | None, typer.Option(
+        help="K/N: run only the K-th of N deterministic slices (combine with harness merge)")
+    ] = None,
 ) -> None:
     """Run every seed of every scenario and report violations and coverage."""
-    from sim.campaign import parse_seeds, run_campaign
+    from sim.campaign import parse_seeds, parse_shard, run_campaign
+    from sim.campaign import shard as slice_of
 
     names = _scenarios(scenario)
     _profile(profile)
@@ -130,10 +134,16 @@ def campaign(
         _die(str(exc))
     if jobs < 1:
         _die("--jobs must be at least 1")
+    try:
+        part = parse_shard(shard) if shard is not None else None
+    except ValueError as exc:
+        _die(f"--shard: {exc}")
     usage.prepare_outputs({"--json": json_path, "--junit": junit, "--html": html})
     from sim import breaks
 
     work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
+    if part is not None:
+        work = slice_of(work, *part)
     with Progress(err, progress_every) as progress:
         progress.expect(len(work))
         rep = run_campaign(work, jobs, progress.tick)
@@ -141,6 +151,14 @@ def campaign(
         r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
     _print_summary(rep, profile)
     doc = reports.campaign_json(rep, names, profile, require_coverage=require_coverage)
+    if part is not None:
+        doc["shard"] = f"{part[0]}/{part[1]}"
+    _finish(rep, doc, profile, json_path, junit, html)
+
+
+def _finish(rep: Any, doc: dict[str, Any], profile: str, json_path: Path | None,
+            junit: Path | None, html: Path | None) -> None:
+    """Write the reports, list the gaps and replays, print the verdict, exit 1 on fail."""
     if json_path:
         json_path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if junit:
@@ -184,6 +202,37 @@ def _replay_pages(rep: Any, page: Path) -> dict[tuple[str, int], str]:
         target.write_text(reports.replay_html(result, *commands))
         links[(scenario, seed)] = f"{folder.name}/{target.name}"
     return links
+
+
+@app.command()
+def merge(
+    reports_in: Annotated[list[Path], typer.Argument(
+        metavar="REPORT...", help="JSON reports of harness campaign --shard K/N")],
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the JSON report")] = None,
+    junit: Annotated[Path | None, typer.Option(help="write JUnit XML")] = None,
+    html: Annotated[Path | None, typer.Option(help="write an HTML campaign page")] = None,
+    require_coverage: Annotated[
+        bool, typer.Option(help="fail when a catalogued fault point never fired")
+    ] = False,
+) -> None:
+    """Combine shard reports into the report of the whole campaign (harness.merge)."""
+    from harness.merge import MergeError
+    from harness.merge import merge as do_merge
+
+    usage.prepare_outputs({"--json": json_path, "--junit": junit, "--html": html})
+    try:
+        merged = do_merge(reports_in)
+    except MergeError as exc:
+        _die(str(exc))
+    rep = merged.report
+    for r in rep.results:
+        r.setdefault("replay", replay_command(r["seed"], r["scenario"], r["profile"]))
+    _print_summary(rep, merged.profile)
+    required = require_coverage or merged.require_coverage
+    doc = reports.campaign_json(rep, merged.scenarios, merged.profile, required)
+    doc.update(code_digest=merged.code_digest, shards=rep.shards)
+    doc["break"] = merged.break_name
+    _finish(rep, doc, merged.profile, json_path, junit, html)
 
 
 def _print_summary(rep: Any, profile: str) -> None:

@@ -44,6 +44,30 @@ def parse_seeds(spec: str) -> list[int]:
     return seeds
 
 
+def parse_shard(spec: str) -> tuple[int, int]:
+    """`K/N` (1 <= K <= N) -> (K, N); ValueError says what is wrong."""
+    k, slash, n = spec.partition("/")
+    try:
+        if not slash:
+            raise ValueError
+        index, total = int(k), int(n)
+    except ValueError:
+        raise ValueError(f"bad shard {spec!r}: use K/N, e.g. 1/4") from None
+    if total < 1 or not 1 <= index <= total:
+        raise ValueError(f"bad shard {spec!r}: K must be between 1 and N (N >= 1)")
+    return index, total
+
+
+def shard(jobs: list[SeedJob], index: int, total: int) -> list[SeedJob]:
+    """Shard `index` of `total`: every `total`-th simulation from the `index`-th.
+
+    A pure function of the job list, so N machines given the same list and
+    K = 1..N run disjoint slices that together are the whole campaign; dealing
+    round-robin spreads every scenario and seed range over all shards.
+    """
+    return jobs[index - 1 :: total]
+
+
 def summarize(result: SimResult) -> dict[str, Any]:
     v = result.violation
     return {
