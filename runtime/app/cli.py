@@ -57,6 +57,8 @@ T = TypeVar("T")
 EXIT_USAGE = 2
 EXIT_STARTUP = 1
 EXIT_SHUTDOWN = 1
+STUCK_GRACE_S = 5.0
+"""How long a "stuck" shutdown may still take to return before the process exits anyway."""
 GRACEFUL_SHUTDOWN_S = 5
 
 cli = typer.Typer(
@@ -284,7 +286,10 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
             begin_draining(app)  # open event streams end instead of holding shutdown
-            await super().shutdown(sockets=sockets)
+            async with anyio.create_task_group() as watchdog:
+                watchdog.start_soon(exit_when_stuck, app)
+                await super().shutdown(sockets=sockets)
+                watchdog.cancel_scope.cancel()
             exit_if_stop_unproven(app)
 
     server = Server(config)
@@ -300,6 +305,29 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
         fail("startup failed (see the log above)", EXIT_STARTUP)
     if getattr(getattr(server, "lifespan", None), "shutdown_failed", False):
         fail("shutdown failed (see the log above)", EXIT_SHUTDOWN)
+
+
+async def exit_when_stuck(
+    app: Any,
+    grace_s: float = STUCK_GRACE_S,
+    exit_now: Callable[[int], object] = os._exit,
+) -> None:
+    """Exit as `exit_if_stop_unproven` does once the lifespan has been "stuck" for `grace_s`.
+
+    For a part that never ends at all: the lifespan has already raised its
+    verdict, but its task group still waits for that part, so the shutdown
+    would never return to `exit_if_stop_unproven`.
+    """
+    while _lifespan_phase(app) != "stuck":
+        await anyio.sleep(0.1)
+    await anyio.sleep(grace_s)
+    exit_if_stop_unproven(app, exit_now)
+
+
+def _lifespan_phase(app: Any) -> str | None:
+    life = getattr(getattr(app.state, "vessel", None), "lifespan", None)
+    status = getattr(life, "status", None)
+    return None if status is None else str(status.phase)
 
 
 def exit_if_stop_unproven(app: Any, exit_now: Callable[[int], object] = os._exit) -> None:

@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 from runtime.adapters.saq import WorkerStopFailed
-from runtime.app.cli import EXIT_SHUTDOWN, exit_if_stop_unproven
+from runtime.app.cli import EXIT_SHUTDOWN, exit_if_stop_unproven, exit_when_stuck
 from runtime.app.factories import _close_unless_stop_unproven
 from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete
 from runtime.app.profiles import Vessel, memory_vessel
@@ -162,3 +162,54 @@ def test_vessel_serve_returns_normally_after_a_proven_stop(phase: str) -> None:
                           exit_now=exits.append)
     exit_if_stop_unproven(fake_app(None), exit_now=exits.append)
     assert exits == []
+
+
+async def test_a_part_that_never_ends_still_makes_the_phase_stuck_before_teardown_returns(
+) -> None:
+    """The task group must wait for a part that ignores cancellation; the
+    verdict is visible meanwhile, which is what `exit_when_stuck` acts on."""
+    release = anyio.Event()
+    returned = anyio.Event()
+
+    async def lanes_that_never_end() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await release.wait()
+
+    lifespan = Lifespan(vessel_with_lanes(lanes_that_never_end), strict=False,
+                        shutdown_deadline_s=0.05)
+    caught: list[BaseException] = []
+
+    async def serve_and_stop() -> None:
+        try:
+            async with lifespan.serving():
+                pass
+        except ShutdownIncomplete as exc:
+            caught.append(exc)
+        finally:
+            returned.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve_and_stop)
+        with anyio.fail_after(10):
+            while lifespan.status.phase != "stuck":
+                await anyio.sleep(0.01)
+        assert not returned.is_set()  # still waiting for the part that never ended
+        exits: list[int] = []
+        await exit_when_stuck(fake_app(lifespan.status), grace_s=0.0, exit_now=exits.append)
+        assert exits == [EXIT_SHUTDOWN]
+        release.set()
+    assert len(caught) == 1
+
+
+async def test_exit_when_stuck_waits_while_the_shutdown_is_not_stuck() -> None:
+    exits: list[int] = []
+    status = LifespanStatus(boot_id="b", phase="stopping")
+    with anyio.move_on_after(0.3):
+        await exit_when_stuck(fake_app(status), grace_s=0.0, exit_now=exits.append)
+    assert exits == []
+    status.phase = "stuck"
+    await exit_when_stuck(fake_app(status), grace_s=0.0, exit_now=exits.append)
+    assert exits == [EXIT_SHUTDOWN]
