@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: install campaign test lint
+.PHONY: install campaign test lint mutation mutation-sample
 install: $(STAMP)
 
 campaign: $(STAMP)
@@ -23,3 +23,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+# Mutation testing of runtime/ core, killed by focused simulator campaigns
+# (README "Mutation testing"): long, never part of `make test`.
+mutation: $(STAMP)
+	$(VENV)/bin/python -m harness.mutation
+
+# The CI step: a deterministic, seeded sample of mutants; fails below the
+# kill-rate threshold of ci/mutation.toml.
+mutation-sample: $(STAMP)
+	$(VENV)/bin/python -m harness.mutation --sample

@@ -1,0 +1,61 @@
+"""The mutation tooling's own logic (harness/mutation), without running a mutant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from harness.mutation import filters, report
+from harness.mutation.killer import VERDICT_PREFIX
+
+MODULE = '''from __future__ import annotations
+from dataclasses import dataclass
+
+@dataclass
+class Row:
+    value: int | None
+
+def f(x: int | None) -> str | None:
+    y: int | None = x
+    return None if y is None else str(y | 1)
+'''
+
+
+def _spec(module: str, operator: str, line: int, col: int) -> SimpleNamespace:
+    return SimpleNamespace(module_path=module, operator_name=operator, start_pos=(line, col))
+
+
+def test_annotation_rule_excludes_signatures_and_locals_only(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(MODULE)
+    rules = [filters.Rule("*.py", "core/ReplaceBinaryOperator_BitOr_*", "annotation", None, "r")]
+    op = "core/ReplaceBinaryOperator_BitOr_Sub"
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 8, 13)) == "r"  # arg
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 8, 28)) == "r"  # return
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 9, 7)) == "r"  # local
+    # A dataclass field's annotation is read at runtime; an expression is evaluated.
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 6, 11)) is None
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 10, 42)) is None
+
+
+def test_line_rule_matches_on_source_text(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(MODULE)
+    rules = [filters.Rule("m.py", "core/AddNot", None, "return None", "why")]
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", "core/AddNot", 10, 4)) == "why"
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", "core/AddNot", 9, 4)) is None
+
+
+def test_verdict_line_is_parsed_from_the_killer_output() -> None:
+    out = 'noise\n' + VERDICT_PREFIX + '{"killed": true, "seeds": 3, "invariant": "x"}\n'
+    assert report._verdict(out) == {"killed": True, "seeds": 3, "invariant": "x"}
+    assert report._verdict("timeout") == {}
+
+
+def test_kill_rate_counts_timeouts_as_killed_and_excludes_equivalents() -> None:
+    def m(status: str, seeds: int | None = None) -> report.Mutant:
+        return report.Mutant("g", "j", "runtime/x.py", 1, 0, "AddNot", "f", status, seeds=seeds)
+
+    s = report.summarise([m("killed", 1), m("killed", 5), m("timeout"), m("survived"),
+                          m("equivalent"), m("excluded"), m("pending")])
+    assert s["judged"] == 4
+    assert s["kill_rate"] == 0.75
+    assert s["seeds_to_detection"]["median"] == 3
