@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
@@ -37,6 +38,7 @@ from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
+from runtime.worker import Worker
 
 ENV = "SIM_BREAK"
 
@@ -156,6 +158,14 @@ def _window_of_any_run(record: CheckpointRecord, run: Run) -> bool:
     return record.seq == run.seq
 
 
+async def _misread_pin(self: Worker, run: Run, *args: Any) -> None:
+    """The worker verifies the pinned Pattern against the wrong version: every hop
+    fails as 'pinned Pattern unavailable' (caught by failure_has_cause)."""
+    misread = run.model_copy(update={"pattern_version": run.pattern_version + 1})
+    await _ORIGINAL_EXECUTE(self, misread, *args)
+
+
+_ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
 _ORIGINAL_ABSENT = service_attempts._absent
@@ -171,6 +181,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "duplicate_cancelled_step": (Canceller, "_evidence", _evidence_teed_to_hop),
     "reread_skips_evidence": (Canceller, "_reread", _reread_without_evidence),
     "prepark_any_run": (orphans, "binds_window", _window_of_any_run),
+    "pin_misread": (Worker, "_execute", _misread_pin),
 }
 
 

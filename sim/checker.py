@@ -24,6 +24,7 @@ from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
+from sim.outcome_checks import OUTCOME_INVARIANTS, OutcomeChecks
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
@@ -161,6 +162,10 @@ INVARIANTS: dict[str, Invariant] = {
     )
 }
 
+INVARIANTS.update(
+    (name, Invariant(name, rule, source)) for name, rule, source in OUTCOME_INVARIANTS
+)
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -199,6 +204,7 @@ class Checker:
         self.terminal_steps: dict[UUID, tuple[int, int]] = {}
         """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
+        self.outcome_checks = OutcomeChecks(self)
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         assert invariant in INVARIANTS, invariant
@@ -245,6 +251,8 @@ class Checker:
                       before=_brief(prev), after=_brief(run))
         if run.status.terminal and not prev.status.terminal:
             self._check_settlement(prev, run)
+        if run.status is RunStatus.FAILED and prev.status is not RunStatus.FAILED:
+            self.outcome_checks.run_failed(prev, run)
         if run.status is RunStatus.QUEUED and prev.status is not RunStatus.QUEUED and \
                 prev.status not in OWNER_WAITS:
             self.fail("no_replay_after_death", f"Run {run.id} went {prev.status.value} -> QUEUED",

@@ -1,0 +1,75 @@
+"""Invariants on why a Run failed: every FAILED Run names a cause the world produced.
+
+Mutation testing (`make mutation`, issue M9) showed runtime changes that turn
+good Runs into FAILED ones, with no other invariant noticing: a failure is a
+legal terminal state, so a worker that fails every hop as "pinned Pattern
+unavailable", or a node whose TypeError the hop catches and settles as the
+Run's failure, passed every campaign. These checks read only durable records
+(the ledger's Run, its claimed delivery) and the world's own books (its
+registry, its boots), like the rest of the checker.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from runtime.models import Run, RunStatus
+from runtime.recovery.orphans import LOST
+from runtime.worker import PINNED_PATTERN_UNAVAILABLE
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
+
+PROGRAMMING_ERRORS = (
+    "AttributeError", "TypeError", "NameError", "UnboundLocalError", "KeyError", "IndexError",
+    "AssertionError", "ZeroDivisionError", "RecursionError", "NotImplementedError",
+)
+"""Exceptions no simulated actor or fault raises: in a Run's error they are a runtime bug."""
+
+_PROGRAMMING = re.compile(r"\b(" + "|".join(PROGRAMMING_ERRORS) + r")\b[:(]")
+
+LOSABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+"""What startup may fail as lost (seed 000 'Cancellation, mutation, and recovery')."""
+
+OUTCOME_INVARIANTS = (
+    ("failure_has_cause", "a Run fails only for a cause the world produced: never for a "
+     "programming error in the runtime, and never as 'pinned Pattern unavailable' while the "
+     "registry holds its pinned Pattern", "seed 000 'Admission and exact claim'"),
+    ("lost_only_after_death", "a Run is failed as lost only from RUNNING or AWAITING_HARDWARE, "
+     "and only when the boot that held its claim is no longer the live boot",
+     "seed 000 'Cancellation, mutation, and recovery'"),
+)
+
+
+class OutcomeChecks:
+    """Called by the Checker on each Run transition into FAILED."""
+
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+
+    def run_failed(self, prev: Run, run: Run) -> None:
+        error = run.error or ""
+        world = self.checker.world
+        found = _PROGRAMMING.search(error)
+        if found:
+            self.checker.fail("failure_has_cause", f"Run {run.id} failed on a runtime "
+                              f"{found.group(1)}: {error[:160]}", run=str(run.id))
+        if error == PINNED_PATTERN_UNAVAILABLE and \
+                world.registry.pinned(run.pattern, run.pattern_version) is not None:
+            self.checker.fail("failure_has_cause", f"Run {run.id} failed as '{error}' but "
+                              f"{run.pattern}@{run.pattern_version} is registered",
+                              run=str(run.id))
+        if error == LOST:
+            self._check_lost(prev, run)
+
+    def _check_lost(self, prev: Run, run: Run) -> None:
+        if prev.status not in LOSABLE:
+            self.checker.fail("lost_only_after_death", f"Run {run.id} failed as lost from "
+                              f"{prev.status.value}", run=str(run.id))
+        d = self.checker.deliveries.get((run.id, run.seq))
+        live = self.checker.world.live_boot
+        holder = d.claimed_boot if d is not None else None
+        if live is not None and holder == live.id:
+            self.checker.fail("lost_only_after_death", f"Run {run.id} failed as lost while its "
+                              f"claim is held by the live {holder}", run=str(run.id))
