@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import random
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -29,14 +30,15 @@ class Rule:
     module: str
     operator: str
     where: str | None  # "annotation" or None
-    line: str | None
+    line: str | None  # a substring of the mutated source line
+    after: str | None  # a regex matched at the mutated column (the operator and what follows)
     reason: str
 
 
 def load_rules(path: Path) -> list[Rule]:
     data = tomllib.loads(path.read_text())
     return [
-        Rule(r["module"], r["operator"], r.get("in"), r.get("line"), r["reason"])
+        Rule(r["module"], r["operator"], r.get("in"), r.get("line"), r.get("after"), r["reason"])
         for r in data.get("rule", [])
     ]
 
@@ -95,6 +97,8 @@ def equivalent_reason(rules: list[Rule], tree: Path, spec: Any) -> str | None:
             continue
         source = _source_line(tree / module, spec.start_pos[0])
         if rule.line is not None and rule.line not in source:
+            continue
+        if rule.after is not None and not re.match(rule.after, source[spec.start_pos[1]:]):
             continue
         return rule.reason
     return None

@@ -129,7 +129,9 @@ def collect(out: Path, groups: list[Group], rules: list[filters.Rule]) -> list[M
             results = {job: r for job, r in db.results}
             for item in sorted(db.work_items, key=filters.sort_key):
                 m = _mutant(group.name, item, results.get(item.job_id))
-                if m.status not in ("equivalent", "excluded"):
+                # A rule never reclassifies a killed mutant: being killed proves it
+                # was not equivalent (the rule is too broad there, not the mutant).
+                if m.status in ("survived", "pending"):
                     reason = filters.equivalent_reason(rules, out / "tree", item.mutations[0])
                     if reason is not None:
                         m.status, m.reason = "equivalent", reason

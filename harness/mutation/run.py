@@ -122,7 +122,10 @@ def prepare(out: Path, cfg: MutationConfig, groups: list[Group], seeds: int,
         if not session.exists():
             subprocess.run([_cr("cosmic-ray"), "init", str(conf), str(session)],
                            cwd=tree, check=True, env=env_for(tree))
-            filters.apply(session, tree, rules)
+            # Only the annotation rules skip mutants before they run: those are
+            # equivalent by construction. The others apply when the report is
+            # written, and only to survivors, so a rule too broad never hides a kill.
+            filters.apply(session, tree, [r for r in rules if r.where == "annotation"])
             fresh.append(session)
         sessions.append(session)
     if sample_size is not None and fresh:

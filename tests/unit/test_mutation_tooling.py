@@ -27,7 +27,8 @@ def _spec(module: str, operator: str, line: int, col: int) -> SimpleNamespace:
 
 def test_annotation_rule_excludes_signatures_and_locals_only(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(MODULE)
-    rules = [filters.Rule("*.py", "core/ReplaceBinaryOperator_BitOr_*", "annotation", None, "r")]
+    rules = [filters.Rule("*.py", "core/ReplaceBinaryOperator_BitOr_*", "annotation", None, None,
+                          "r")]
     op = "core/ReplaceBinaryOperator_BitOr_Sub"
     assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 8, 13)) == "r"  # arg
     assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", op, 8, 28)) == "r"  # return
@@ -39,7 +40,7 @@ def test_annotation_rule_excludes_signatures_and_locals_only(tmp_path: Path) -> 
 
 def test_line_rule_matches_on_source_text(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(MODULE)
-    rules = [filters.Rule("m.py", "core/AddNot", None, "return None", "why")]
+    rules = [filters.Rule("m.py", "core/AddNot", None, "return None", None, "why")]
     assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", "core/AddNot", 10, 4)) == "why"
     assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", "core/AddNot", 9, 4)) is None
 
@@ -59,3 +60,13 @@ def test_kill_rate_counts_timeouts_as_killed_and_excludes_equivalents() -> None:
     assert s["judged"] == 4
     assert s["kill_rate"] == 0.75
     assert s["seeds_to_detection"]["median"] == 3
+
+
+def test_after_rule_matches_at_the_mutated_column(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(MODULE)
+    rules = [filters.Rule("m.py", "*_Is_Eq", None, None, r"is\s+None\b", "None is a singleton")]
+    col = MODULE.splitlines()[9].index(" is None") + 1
+    spec = _spec("m.py", "core/ReplaceComparisonOperator_Is_Eq", 10, col)
+    assert filters.equivalent_reason(rules, tmp_path, spec) == "None is a singleton"
+    assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", spec.operator_name, 10, 4)) \
+        is None
