@@ -253,6 +253,8 @@ class Checker:
             self._check_settlement(prev, run)
         if run.status is RunStatus.FAILED and prev.status is not RunStatus.FAILED:
             self.outcome_checks.run_failed(prev, run)
+        if run.status is RunStatus.DONE and prev.status is not RunStatus.DONE:
+            self.outcome_checks.run_done(run)
         if run.status is RunStatus.QUEUED and prev.status is not RunStatus.QUEUED and \
                 prev.status not in OWNER_WAITS:
             self.fail("no_replay_after_death", f"Run {run.id} went {prev.status.value} -> QUEUED",

@@ -32,10 +32,16 @@ _PROGRAMMING = re.compile(r"\b(" + "|".join(PROGRAMMING_ERRORS) + r")\b[:(]")
 LOSABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
 """What startup may fail as lost (seed 000 'Cancellation, mutation, and recovery')."""
 
+EFFECTS_OF_PATTERN = {"two_step": ("deliver",), "effectful": ("effect",)}
+"""The effect names each effectful Pattern of runtime/patterns applies before it ends."""
+
 OUTCOME_INVARIANTS = (
     ("failure_has_cause", "a Run fails only for a cause the world produced: never for a "
-     "programming error in the runtime, and never as 'pinned Pattern unavailable' while the "
-     "registry holds its pinned Pattern", "seed 000 'Admission and exact claim'"),
+     "programming error in the runtime, never as a lost claim (the settling hop holds it), "
+     "and never as 'pinned Pattern unavailable' while the registry holds its pinned Pattern",
+     "seed 000 'Admission and exact claim'"),
+    ("done_after_effect", "a Run of a Pattern that performs an external effect is DONE only "
+     "once that effect's identity was applied", "DESIGN section 6"),
     ("lost_only_after_death", "a Run is failed as lost only from RUNNING or AWAITING_HARDWARE, "
      "and only when the boot that held its claim is no longer the live boot",
      "seed 000 'Cancellation, mutation, and recovery'"),
@@ -43,7 +49,7 @@ OUTCOME_INVARIANTS = (
 
 
 class OutcomeChecks:
-    """Called by the Checker on each Run transition into FAILED."""
+    """Called by the Checker on each Run transition into FAILED or DONE."""
 
     def __init__(self, checker: Checker) -> None:
         self.checker = checker
@@ -55,6 +61,11 @@ class OutcomeChecks:
         if found:
             self.checker.fail("failure_has_cause", f"Run {run.id} failed on a runtime "
                               f"{found.group(1)}: {error[:160]}", run=str(run.id))
+        # Settlement is fenced by the claim, so the hop that fails a Run holds it:
+        # a settled failure that says the claim was lost contradicts itself.
+        if error.startswith("ClaimLost"):
+            self.checker.fail("failure_has_cause", f"Run {run.id} was settled FAILED by a hop "
+                              f"that says it lost its claim: {error[:160]}", run=str(run.id))
         if error == PINNED_PATTERN_UNAVAILABLE and \
                 world.registry.pinned(run.pattern, run.pattern_version) is not None:
             self.checker.fail("failure_has_cause", f"Run {run.id} failed as '{error}' but "
@@ -73,3 +84,11 @@ class OutcomeChecks:
         if live is not None and holder == live.id:
             self.checker.fail("lost_only_after_death", f"Run {run.id} failed as lost while its "
                               f"claim is held by the live {holder}", run=str(run.id))
+
+    def run_done(self, run: Run) -> None:
+        applied = {c.identity for c in self.checker.world.effects.calls if c.applied}
+        for name in EFFECTS_OF_PATTERN.get(run.pattern, ()):
+            identity = f"{run.id}:{name}"
+            if identity not in applied:
+                self.checker.fail("done_after_effect", f"Run {run.id} ({run.pattern}) is DONE "
+                                  f"but its effect {identity} was never applied", run=str(run.id))

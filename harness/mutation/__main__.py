@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a deterministic sample of the config's [mutation.sample] size")
     p.add_argument("--min-kill-rate", type=float, default=None,
                    help="exit 1 below it (default with --sample: the config's)")
+    p.add_argument("--rerun-survivors", action="store_true",
+                   help="re-judge the survivors of kept sessions (after the checker grew)")
     p.add_argument("--report-only", action="store_true", help="rewrite the report, run nothing")
     args = p.parse_args(argv)
     try:
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if not args.report_only:
         tree, _ = run.prepare(out, cfg, groups, seeds, sample.size if sample else None,
-                              sample.seed if sample else 0)
+                              sample.seed if sample else 0, args.rerun_survivors)
         live = [g for g in groups if report.pending(out, g)]
         scenarios = sorted({s for g in live for s in g.scenarios})
         if scenarios:

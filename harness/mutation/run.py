@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -32,10 +33,13 @@ def tracked_files(root: Path) -> list[str]:
 
 
 def fingerprint(root: Path, files: list[str]) -> str:
-    """Hash of every Python source under runtime/, sim/ and harness/: what a result depends on."""
+    """Hash of every Python source under runtime/: what the mutants are made of.
+
+    The oracle (sim/) is left out on purpose: a stronger checker keeps every
+    kill, and `--rerun-survivors` re-judges the survivors under it."""
     h = hashlib.sha256()
     for rel in files:
-        if rel.endswith(".py") and rel.split("/", 1)[0] in {"runtime", "sim", "harness"}:
+        if rel.endswith(".py") and rel.startswith("runtime/"):
             h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -101,8 +105,15 @@ def baseline(tree: Path, scenarios: list[str], seeds: int, profile: str) -> None
         raise SystemExit(f"baseline: the killer fails on the unmutated tree: {last}")
 
 
+def forget_survivors(session: Path) -> int:
+    """Drop the survivors' results so `cosmic-ray exec` runs them again."""
+    with sqlite3.connect(session) as db:
+        return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+
+
 def prepare(out: Path, cfg: MutationConfig, groups: list[Group], seeds: int,
-            sample_size: int | None, sample_seed: int) -> tuple[Path, list[Path]]:
+            sample_size: int | None, sample_seed: int,
+            rerun_survivors: bool = False) -> tuple[Path, list[Path]]:
     """Copy the tree, create (or keep) one session per group, apply equivalents and the sample."""
     tree = out / "tree"
     out.mkdir(parents=True, exist_ok=True)
@@ -127,6 +138,8 @@ def prepare(out: Path, cfg: MutationConfig, groups: list[Group], seeds: int,
             # written, and only to survivors, so a rule too broad never hides a kill.
             filters.apply(session, tree, [r for r in rules if r.where == "annotation"])
             fresh.append(session)
+        elif rerun_survivors:
+            forget_survivors(session)
         sessions.append(session)
     if sample_size is not None and fresh:
         filters.sample(fresh, sample_size, sample_seed)
