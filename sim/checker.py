@@ -102,9 +102,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("terminal_step_at_most_once", "at every committed write no Run has more "
                   "than one terminal Step, whoever wrote it (hop, canceller, relay, startup)",
                   "seed 000 'Events, settlement, and waits'"),
-        Invariant("prepark_binds_run", "a Run parks on a consent, agent job or service "
-                  "attempt only when the first resumable snapshot of its checkpoint binds that "
-                  "same Run and exactly that owner (startup's pre-park window included)",
+        Invariant("prepark_binds_run", "startup parks a hop of an earlier boot on a consent, "
+                  "agent job or service attempt only when the first resumable snapshot of its "
+                  "checkpoint binds that same Run and exactly that owner",
                   "seed 000 'Events, settlement, and waits', 'Cancellation, mutation, and "
                   "recovery'"),
         Invariant("reread_repairs_evidence", "a cancel that re-reads an already CANCELLED Run "
@@ -265,7 +265,14 @@ class Checker:
             self._check_park_binding(run)
 
     def _check_park_binding(self, run: Run) -> None:
-        """prepark_binds_run: the checkpoint a park rests on names this Run and its owner."""
+        """prepark_binds_run: the checkpoint a startup park rests on names this Run and
+        its owner. Only a park of a hop claimed by an earlier boot reads the stored
+        document; the live hop parks on the checkpoint it holds in memory (a stored
+        copy gone wrong is then found by the resumed hop)."""
+        d = self.world.ledger.delivery_table.get((run.id, run.seq))
+        boots = self.world.boots
+        if d is None or not boots or d.claimed_boot in (None, boots[-1].id):
+            return
         record = self.world.ledger.checkpoint_table.get(run.id)
         snap = None
         if record is not None:

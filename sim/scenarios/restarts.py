@@ -7,9 +7,9 @@
   seconds while Runs of every pattern are in flight, some shutdowns crashing
   half way;
 - `misfiled_stasis`: consent and delegate Runs under frequent crashes while a
-  faulty stasis migration, run between two boots, rewrites the Run id inside
-  the first pending snapshot of some crashed Runs' checkpoints (their owner
-  binding untouched): startup must not park such a window.
+  faulty storage layer misdirects some checkpoint writes: the first pending
+  snapshot names another Run (the owner binding untouched). Startup must not
+  park such a window, and a resumed hop fails it as stasis lost.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from uuid import uuid5
 
 import anyio
 
-from runtime.models import RunStatus
+from runtime.models import CheckpointRecord
 from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
@@ -80,36 +80,31 @@ async def _storm(world: World) -> None:
 async def _misfiled(world: World) -> None:
     approver = Approver(world)
     world.actors["approver"] = approver
+    _misdirect_checkpoints(world)
     async with anyio.create_task_group() as tg:
         tg.start_soon(approver.run)
-        tg.start_soon(_migrator, world)
         await submit_stream(world, ("consent_gate", "delegate"), content, count=(10, 20))
         tg.cancel_scope.cancel()
 
 
-async def _migrator(world: World) -> None:
-    """Between boots, rewrite the snapshot Run id of some crashed hops' checkpoints."""
+def _misdirect_checkpoints(world: World) -> None:
+    """A faulty storage layer: some checkpoint writes land with another Run's id
+    inside their first pending snapshot (the owner binding columns untouched)."""
+    ledger = world.ledger
+    save = ledger.save_checkpoint
     rng = world.streams.actors
-    done: set[object] = set()
-    while True:
-        await anyio.sleep(0.25)
-        if world.live_boot is not None:
-            continue
-        ledger = world.ledger
-        for run in sorted(ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):
-            record = ledger.checkpoint_table.get(run.id)
-            if run.status is not RunStatus.RUNNING or record is None or run.id in done \
-                    or record.seq != run.seq:
-                continue
-            done.add(run.id)
-            history = [dict(snap) for snap in record.document.get("history", [])]
-            pending = [snap for snap in history if snap.get("status") == "pending"]
-            if not pending or rng.random() < 0.3:
-                continue
-            pending[0]["run_id"] = str(uuid5(run.id, "misfiled"))
-            document = {**record.document, "history": history}
-            ledger.checkpoint_table[run.id] = record.model_copy(update={"document": document})
-            world.trace.emit("migration", "stasis.misfiled", run=str(run.id))
+
+    async def misdirected(record: CheckpointRecord) -> bool:
+        history = [dict(snap) for snap in record.document.get("history", [])]
+        pending = [snap for snap in history if snap.get("status") == "pending"]
+        if pending and rng.random() < 0.5:
+            pending[0]["run_id"] = str(uuid5(record.run_id, "misfiled"))
+            record = record.model_copy(update={"document": {**record.document,
+                                                            "history": history}})
+            world.trace.emit("storage", "stasis.misfiled", run=str(record.run_id))
+        return await save(record)
+
+    ledger.save_checkpoint = misdirected  # type: ignore[method-assign]
 
 
 def _describe(name: str) -> str:

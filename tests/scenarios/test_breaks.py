@@ -71,7 +71,7 @@ def test_a_late_job_left_queued_behind_a_cancellation_is_caught() -> None:
 
 def test_parking_a_window_whose_snapshot_binds_another_run_is_caught() -> None:
     """prepark_any_run: startup's pre-park window ignores the snapshot's Run id; a
-    faulty stasis migration makes such checkpoints, and the park is seen."""
+    misdirected checkpoint write makes such documents, and the park is seen."""
     seed, _, message = _first_violation("misfiled_stasis", "prepark_any_run",
                                                 range(1, 30), "prepark_binds_run")
     assert "over a snapshot of Run" in message
