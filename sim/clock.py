@@ -58,6 +58,35 @@ def sim_clock() -> trio.testing.MockClock:
     return clock
 
 
+class VirtualTimeFactory:
+    """freezegun's time factory, reading virtual time when asked.
+
+    `virtual_time(frozen, clock)` puts it in place of the factory freeze_time
+    started, so third-party `datetime.now()` sees epoch + the clock's time.
+    It gives what FrozenTimeInstrument gave (virtual time only moves between
+    task steps, while every task is blocked) without a call on every task
+    step. freezegun keeps naive UTC datetimes.
+    """
+
+    def __init__(self, clock: trio.testing.MockClock, epoch: datetime = EPOCH) -> None:
+        self.clock = clock
+        self.epoch = epoch.astimezone(UTC).replace(tzinfo=None)
+
+    def __call__(self) -> datetime:
+        return self.epoch + timedelta(seconds=self.clock.current_time())
+
+
+def virtual_time(frozen: Any, clock: trio.testing.MockClock) -> VirtualTimeFactory:
+    """Replace the factory `frozen` (freeze_time's, the innermost) by virtual time."""
+    from freezegun import api
+
+    if not api.freeze_factories or api.freeze_factories[-1] is not frozen:
+        raise RuntimeError("virtual_time() needs the innermost freeze_time's factory")
+    factory = VirtualTimeFactory(clock)
+    api.freeze_factories[-1] = factory  # type: ignore[call-overload]
+    return factory
+
+
 class FrozenTimeInstrument(trio.abc.Instrument):
     """Moves freezegun's frozen time with virtual time before each task step."""
 

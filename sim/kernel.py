@@ -24,7 +24,7 @@ from freezegun import freeze_time
 from runtime.models import LedgerDump
 from sim import breaks
 from sim.checker import Violation
-from sim.clock import EPOCH, FrozenTimeInstrument, sim_clock
+from sim.clock import EPOCH, sim_clock, virtual_time
 from sim.faults.injector import Injector
 from sim.faults.options import options_for
 from sim.faults.plan import FaultPlan
@@ -148,15 +148,10 @@ def run_simulation(
             with anyio.fail_after(WATCHDOG_S):
                 await _main(world, spec, outcome)
 
+        clock = sim_clock()
+        virtual_time(frozen, clock)
         try:
-            anyio.run(
-                entry,
-                backend="trio",
-                backend_options={
-                    "clock": sim_clock(),
-                    "instruments": [FrozenTimeInstrument(frozen)],
-                },
-            )
+            anyio.run(entry, backend="trio", backend_options={"clock": clock})
         except TimeoutError:
             verdict, error = "deadlock", f"watchdog: no quiescence within {WATCHDOG_S:g}s"
         except BaseExceptionGroup as group:
