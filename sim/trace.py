@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-import anyio
+import trio
 
 
 def _default(value: object) -> object:
@@ -27,6 +27,10 @@ def _default(value: object) -> object:
     return str(value)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_default)
+"""One encoder for every line: json.dumps with options builds a new one per call."""
+
+
 @dataclass
 class Trace:
     lines: list[str] = field(default_factory=list)
@@ -35,7 +39,7 @@ class Trace:
     _parsed: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     def emit(self, actor: str, event: str, **data: Any) -> None:
-        self.last_t = round(anyio.current_time(), 6)
+        self.last_t = round(trio.current_time(), 6)  # the simulator runs on trio
         record = {
             "t": self.last_t,
             "boot": self.boot,
@@ -43,8 +47,7 @@ class Trace:
             "event": event,
             "data": data,
         }
-        self.lines.append(json.dumps(record, sort_keys=True, separators=(",", ":"),
-                                     default=_default))
+        self.lines.append(_ENCODER.encode(record))
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Each line parsed, in order. Lines are parsed once and kept: the final
