@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 campaign: $(STAMP)
-	$(VENV)/bin/harness campaign --scenario all --profile swarm --seeds 1-100 --jobs 2
+	$(VENV)/bin/harness campaign --scenario all --profile swarm --seeds 1-200 --jobs 2
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q

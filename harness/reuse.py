@@ -2,7 +2,7 @@
 
 CI runs the long campaigns in their own step and then the gate, whose
 policy campaigns are largely the same simulations (all scenarios x swarm
-x 1-150 inside the step's 1-300). A simulation is a pure function of
+x 1-300, the step's own 1-300). A simulation is a pure function of
 (seed, scenario, profile, SIM_BREAK) and the code, so the gate may take its
 result from a campaign report instead of running it again, provided the
 report was written by this code (`code_digest` over `runtime/` and `sim/`)
