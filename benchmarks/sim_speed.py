@@ -18,6 +18,10 @@ Run on demand: `python benchmarks/sim_speed.py [--seeds N] [--json out.json]
 CPU time (`time.process_time`) is the denominator, not wall time: the machine
 may be shared, and CPU time is what another process cannot steal from us.
 `--compare` reads an earlier `--json` file and prints the before/after factor.
+
+To see where the time goes: `py-spy record -f raw -o prof.txt -- .venv/bin/python
+benchmarks/sim_speed.py --seeds 2` (py-spy is in the dev extras; an in-process
+profiler is misled by freezegun, which fakes the clocks it reads).
 """
 
 from __future__ import annotations
