@@ -97,7 +97,7 @@ def _scenario(
     return register(Scenario(name, _describe(name), drive, heal, tune=tune))
 
 
-PUBLISH_IN_FLIGHT_S = 12.0
+PUBLISH_IN_FLIGHT_S = 30.0
 
 
 def _publishes_in_flight(options: FaultOptions) -> FaultOptions:
