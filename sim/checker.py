@@ -24,6 +24,7 @@ from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
+from sim import delivery_checks
 from sim.outcome_checks import OUTCOME_INVARIANTS, OutcomeChecks
 from sim.work_checks import JobChecks, ServiceChecks
 
@@ -123,6 +124,16 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("checkpoint_released", "after heal no terminal Run still holds a checkpoint: "
                   "the cleanup debt is paid", "seed 000 'Cancellation, mutation, and recovery' "
                   "(startup retries idempotent checkpoint deletion)"),
+        Invariant("delivery_never_reopens", "a delivery is born HELD or PENDING and only moves "
+                  "forward; a SETTLED or FAILED delivery never changes state again",
+                  "seed 000 'Admission and exact claim'"),
+        Invariant("held_released_by_hook", "a HELD delivery is released to PENDING only after "
+                  "the caller's retention hook completed", "seed 000 'Admission and exact claim'"),
+        Invariant("published_has_job", "a delivery is marked PUBLISHED only while the broker "
+                  "holds a job of exactly its hop key", "seed 000 'Admission and exact claim'"),
+        Invariant("fresh_key_new_job", "a hop key whose broker job finished is never published "
+                  "again: a new generation takes a fresh sequence",
+                  "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
                   "CANCELLING remains", "DESIGN section 6"),
@@ -352,6 +363,9 @@ class Checker:
                           before=_brief(prev), after=_brief(run), delivery=_brief(before))
 
     def _delivery_changed(self, prev: RunDelivery | None, d: RunDelivery) -> None:
+        delivery_checks.delivery_moves_forward(self, prev, d)
+        delivery_checks.published_has_job(self, prev, d)
+        delivery_checks.held_released_by_hook(self, prev, d)
         if (
             d.state is DeliveryState.FAILED
             and prev is not None
@@ -494,6 +508,10 @@ class Checker:
                 "cleanup_never_blocks", f"boot {boot} aborted startup because a checkpoint "
                 "could not be deleted", boot=boot))
 
+    def on_publish(self, key: str, created: bool) -> None:
+        """After every broker publish (created: a new job; else deduplicated)."""
+        self._guarded(lambda: delivery_checks.finished_key_not_republished(self, key, created))
+
     # -- effects ----------------------------------------------------------------
 
     def on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
@@ -613,6 +631,7 @@ class Checker:
         for key, ids in sorted(by_key.items()):
             if len(ids) > 1:
                 self.fail("idempotent_admission", f"key {key} admitted {len(ids)} Runs", key=key)
+        delivery_checks.replay_matches_content(self)
 
     def _check_evidence(self) -> None:
         terminal = {"run.done", "run.failed", "run.cancelled"}

@@ -190,6 +190,7 @@ class SimBroker(_Guarded):
                               key=key, priority=priority)
         if created:
             self.world.checker.on_job_landed(key, run_id, seq, self.boot.number)
+        self.world.checker.on_publish(key, created)
         if fault is FaultKind.ACK_LOST:
             raise BrokerUnavailable(f"injected lost acknowledgement for {key}")
         return created

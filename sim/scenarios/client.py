@@ -11,6 +11,7 @@ import anyio
 from runtime.engine import RetentionHook
 from runtime.errors import LedgerUnavailable, RuntimeEngineError
 from runtime.models import Intent, Run
+from sim.delivery_checks import content_digest
 from sim.world import Unavailable, World
 
 
@@ -36,6 +37,7 @@ class Client:
             await anyio.sleep(delay)
             if fail:
                 raise RuntimeError("caller could not retain its admission context")
+            self.world.trace.emit("client", "retain.done", run=str(run.id))
 
         return retain
 
@@ -56,6 +58,7 @@ class Client:
         self.world.trace.emit(
             "client", "submit.result", key=intent.idempotency_key, outcome=outcome,
             run_id=run_id, fingerprint=intent.fingerprint(), held=sub.held,
+            content=content_digest(intent),
         )
         return outcome
 

@@ -16,6 +16,23 @@ SESSIONS = ("s-1", "s-2", "s-3")
 
 ContentFn = Callable[[World, str], dict[str, Any]]
 
+CHANGED_FIELDS = ("prompt", "priority", "scopes", "content", "session")
+"""The fingerprint fields a conflicting reuse of a key changes, one at a time
+(seed 000 'Admission and exact claim': any of them makes the replay a conflict)."""
+
+
+def _changed(intent: Intent, field: str) -> Any:
+    """Another value for one fingerprint field of `intent`."""
+    if field == "prompt":
+        return intent.prompt + "-other"
+    if field == "priority":
+        return 7 if intent.priority is None else (intent.priority + 1) % 101
+    if field == "scopes":
+        return (*intent.scopes, "runs:read")
+    if field == "content":
+        return {**intent.content, "variant": "other"}
+    return "s-other" if intent.session is None else None
+
 
 def _no_content(world: World, pattern: str) -> dict[str, Any]:
     return {}
@@ -56,7 +73,8 @@ async def submit_stream(
             sub = rng.choice(keyed)  # an exact replay
         elif keyed and roll < 0.25:
             prior = rng.choice(keyed)  # the same key for other work
-            changed = prior.intent.model_copy(update={"prompt": prior.intent.prompt + "-other"})
+            field = rng.choice(CHANGED_FIELDS)
+            changed = prior.intent.model_copy(update={field: _changed(prior.intent, field)})
             sub = Submit(changed, held=prior.held)
         else:
             sub = _intent(world, i, patterns, content)
