@@ -39,6 +39,7 @@ from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
 from runtime.worker import Worker
+from sim.rule_breaks import RULE_BREAKS
 
 ENV = "SIM_BREAK"
 
@@ -183,6 +184,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "prepark_any_run": (orphans, "binds_window", _window_of_any_run),
     "pin_misread": (Worker, "_execute", _misread_pin),
 }
+BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 
 
 @contextmanager

@@ -1,0 +1,316 @@
+"""Test-only breaks of single seed rules: one realistic maintainer's bug each.
+
+Each replacement keeps everything else of the original and drops exactly one
+rule (a guard, a fence, a field), so the rule catalogue (`sim.rules`) can
+show that the simulator's oracle notices that rule alone. `sim.breaks`
+merges these into `BREAKS`; like those, they are only ever used in tests,
+campaigns run with `SIM_BREAK`, and the gate's break sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+from datetime import datetime
+from uuid import UUID
+
+from runtime.adapters.memory.gate import enter
+from runtime.adapters.memory.ledger import MemoryLedger
+from runtime.cancel import Canceller
+from runtime.engine import RunEngine
+from runtime.errors import BrokerUnavailable
+from runtime.events.channel import Subscription
+from runtime.events.hop import TERMINAL_KINDS
+from runtime.events.model import Event
+from runtime.events.writer import StepWriter
+from runtime.graph.budget import HardwareResumeBudget
+from runtime.jobs import rules as job_rules
+from runtime.jobs.models import EventKind, LeasedJob, Usage
+from runtime.keys import hop_key
+from runtime.models import (
+    Claim,
+    DeliveryState,
+    Intent,
+    ResumeMode,
+    Run,
+    RunDelivery,
+    RunStatus,
+    Settlement,
+)
+from runtime.recovery import reconcile
+from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.recovery.relay import Relays
+from runtime.seams import Deps, JobStatus
+from runtime.service import rules as service_rules
+from runtime.service.models import ServiceJobAttempt
+
+# -- seed 000 "Admission and exact claim" ------------------------------------------------
+
+
+async def _settle_without_claim(
+    self: MemoryLedger, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+) -> Run | None:
+    """Settlement that checks the sequence but not the claim: a hop whose Run is
+    CANCELLING (or whose delivery is no longer CLAIMED) still settles it."""
+    settled = await _ORIGINAL_SETTLE(self, run_id, seq, settlement, now)
+    run = self.run_table.get(run_id)
+    d = self.delivery_table.get((run_id, seq))
+    if settled is not None or run is None or d is None or run.seq != seq or run.status.terminal:
+        return settled
+    run = self._put_run(run, status=settlement.status, result=settlement.result,
+                        error=settlement.error, updated_at=now)
+    self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
+    return run
+
+
+async def _claim_restamps_started_at(
+    self: MemoryLedger, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
+) -> Claim:
+    """The exact claim, but every claim (a resume too) writes started_at anew."""
+    claim = await _ORIGINAL_CLAIM(self, run_id, seq, boot_id, token, now)
+    if claim.claimed and claim.run is not None and claim.run.started_at != now \
+            and claim.delivery is not None and claim.delivery.updated_at == now:
+        run = self._put_run(claim.run, started_at=now)
+        return Claim(claimed=True, run=run, delivery=claim.delivery)
+    return claim
+
+
+def _doctrine_priority(self: RunDelivery) -> int:
+    """The broker priority written as the doctrine priority, not inverted."""
+    return self.priority
+
+
+def _fingerprint_without_priority(self: Intent) -> str:
+    """An admission fingerprint that forgets the priority field."""
+    material = {"session": self.session, "prompt": self.prompt, "source": self.source,
+                "sigil": self.sigil, "scopes": list(self.scopes), "content": self.content,
+                "pattern": self.pattern}
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+async def _no_session_fence(self: RunEngine, intent: Intent, run_id: UUID | None) -> None:
+    """Admission that never looks for another nonterminal Run of the session."""
+    return None
+
+
+async def _publish_marks_on_failure(self: RunEngine, delivery: RunDelivery) -> RunDelivery:
+    """A publish that records PUBLISHED even when the broker never took the job."""
+    with contextlib.suppress(BrokerUnavailable):
+        await self.deps.broker.publish(
+            delivery.queue, delivery.key, run_id=delivery.run_id, seq=delivery.seq,
+            priority=delivery.broker_priority, heartbeat=120,
+        )
+    marked = await self.deps.ledger.mark_published(
+        delivery.run_id, delivery.seq, self.deps.clock.now())
+    return marked or delivery
+
+
+async def _mark_published_any_state(
+    self: MemoryLedger, run_id: UUID, seq: int, now: datetime
+) -> RunDelivery | None:
+    """The acknowledgement write without its PENDING guard: a late acknowledgement
+    moves a CLAIMED, SETTLED or FAILED delivery back to PUBLISHED."""
+    await enter()
+    d = self.delivery_table.get((run_id, seq))
+    if d is None or d.state is DeliveryState.HELD:
+        return d
+    return self._put_delivery(d, state=DeliveryState.PUBLISHED, updated_at=now)
+
+
+async def _rotate_publishes_old_key(self: DeliveryRecovery, run: Run) -> DeliveryVerdict:
+    """Delivery recovery that rotates the ledger but publishes the old hop key again."""
+    deps = self.engine.deps
+    delivery = await deps.ledger.get_delivery(run.id, run.seq)
+    if delivery is None or delivery.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
+        return await _ORIGINAL_RECOVER(self, run)
+    job = await deps.broker.probe(delivery.key)
+    if job is None or not job.status.finished:
+        return await _ORIGINAL_RECOVER(self, run)
+    rotated = await deps.ledger.rotate_delivery(run.id, run.seq, deps.clock.now())
+    if rotated is None:
+        return DeliveryVerdict.SETTLED_ELSEWHERE
+    await self.engine.publish(delivery)  # the bug: the old generation's key
+    return DeliveryVerdict.ROTATED
+
+
+async def _release_before_retention(
+    self: RunEngine, run: Run, delivery: RunDelivery, retain: object
+) -> RunDelivery:
+    """HELD -> PENDING first, the caller's retention hook afterwards (order swapped)."""
+    released = await self.deps.ledger.release_held(run.id, delivery.seq, self.deps.clock.now())
+    await retain(run)  # type: ignore[operator]
+    return released or delivery
+
+
+async def _relay_never_republishes(self: DeliveryRecovery, run: Run) -> DeliveryVerdict:
+    """Delivery recovery that trusts a missing broker job to come back by itself."""
+    delivery = await self.engine.deps.ledger.get_delivery(run.id, run.seq)
+    if delivery is not None and delivery.state in (DeliveryState.PENDING,
+                                                   DeliveryState.PUBLISHED) \
+            and await self.engine.deps.broker.probe(delivery.key) is None:
+        return DeliveryVerdict.RETAINED
+    return await _ORIGINAL_RECOVER(self, run)
+
+
+async def _cancel_over_terminal(self: MemoryLedger, run_id: UUID, now: datetime) -> Run | None:
+    """begin_cancel without its terminal guard: a cancel racing completion reopens the Run."""
+    await enter()
+    run = self.run_table.get(run_id)
+    if run is None or run.status is RunStatus.CANCELLING:
+        return run
+    if run.status.terminal and run.status is not RunStatus.CANCELLED:
+        return self._put_run(run, status=RunStatus.CANCELLING, updated_at=now)
+    return await _ORIGINAL_BEGIN_CANCEL(self, run_id, now)
+
+
+# -- seed 003 "Return makes a new claim", "Three boundaries" -------------------------------
+
+
+async def _readmit_consent_without_cas(
+    self: MemoryLedger, run_id: UUID, consent_id: UUID, now: datetime
+) -> RunDelivery | None:
+    """Re-admission by the generic status writer: any Run parked on that consent goes
+    back to QUEUED, whether or not the consent was decided."""
+    await enter()
+    run = self.run_table.get(run_id)
+    if run is None or run.status is not RunStatus.AWAITING_CONSENT or run.consent_id != consent_id:
+        return None
+    return self._readmit(run, now)
+
+
+def _readmit_same_sequence(self: MemoryLedger, run: Run, now: datetime) -> RunDelivery:
+    """A return that re-opens the parked generation instead of allocating seq + 1."""
+    prev = self.delivery_table[(run.id, run.seq)]
+    fresh = prev.model_copy(update={"state": DeliveryState.PENDING, "mode": ResumeMode.RESUME,
+                                    "claimed_boot": None, "claim_token": None,
+                                    "updated_at": now})
+    self.delivery_table[(run.id, run.seq)] = fresh
+    self._put_run(run, status=RunStatus.QUEUED, updated_at=now)
+    return fresh
+
+
+def _budget_reset(self: HardwareResumeBudget, capability: str) -> HardwareResumeBudget:
+    """Every convergence call charges a fresh budget: the counters never accumulate."""
+    return _ORIGINAL_CHARGE(HardwareResumeBudget(), capability)
+
+
+# -- seed 000 "Events, settlement, and waits"; startup reconciliation -----------------------
+
+
+async def _repair_always(deps: Deps, run: Run) -> bool:
+    """Startup evidence repair that never looks for the terminal Step it would add."""
+    if not run.status.terminal:
+        return False
+    async with StepWriter(deps.ledger, deps.clock, run.id, run.seq) as writer:
+        await writer.repair(TERMINAL_KINDS[run.status].value,
+                            {"error": run.error, "repaired": True})
+    return True
+
+
+async def _relay_orphans_own_boot(self: Relays, run: Run) -> bool:
+    """The relay's orphan pass without its own-boot check: it fences the broker job of a
+    hop this very boot is still running, and fails the Run unless the ledger refuses."""
+    deps = self.engine.deps
+    key = hop_key(run.id, run.seq)
+    job = await deps.broker.probe(key)
+    if job is not None and job.status.live and job.status is not JobStatus.ABORTING:
+        with contextlib.suppress(BrokerUnavailable):
+            await deps.broker.abort(key, "fenced: orphaned by process death")
+    return await _ORIGINAL_RELAY_ORPHAN(self, run)
+
+
+def _offer_drops_silently(self: Subscription, event: Event) -> None:
+    """A slow reader's full queue drops its oldest events without a resync boundary."""
+    if self._done or self._resync is not None:
+        return
+    self._queue.append(event)  # the deque's maxlen silently drops the oldest
+    self._wake.notify()
+
+
+# -- seed 000 "Cancellation, mutation, and recovery" ---------------------------------------
+
+
+async def _contain_children_only(self: Canceller, run: Run) -> bool:
+    """Containment that fences every child but forgets the Run's own broker job."""
+    return bool(await self.contain_children(run))
+
+
+# -- seed 004 leased jobs ----------------------------------------------------------------
+
+
+def _attempts_unbounded(job: LeasedJob, *, attempts_needed: int) -> str | None:
+    """The claim's budget check forgets the worker attempt budget."""
+    if job.model_calls_reserved >= job.max_model_calls:
+        return job_rules.EXHAUSTED_CALLS
+    return None
+
+
+def _usage_zero_when_unknown(job: LeasedJob, index: int, kind: EventKind, now: datetime,
+                             **kw: object) -> object:
+    """The attempt log records unknown usage as zero tokens instead of None."""
+    if kind in (EventKind.COMPLETED, EventKind.FAILED) and kw.get("usage") is None:
+        kw["usage"] = Usage(input_tokens=0, output_tokens=0)
+    return _ORIGINAL_EVENT(job, index, kind, now, **kw)  # type: ignore[arg-type]
+
+
+def _calls_unbounded(job: LeasedJob, fence: int, owner: str, now: datetime,
+                     next_event: int) -> job_rules.Decision:
+    """The reservation forgets the model call budget of the interpretation."""
+    if job.model_calls_reserved >= job.max_model_calls:
+        roomy = job.model_copy(update={"max_model_calls": job.model_calls_reserved + 1})
+        decision = _ORIGINAL_RESERVE(roomy, fence, owner, now, next_event)
+        kept = decision.job.model_copy(update={"max_model_calls": job.max_model_calls})
+        return dataclasses.replace(decision, job=kept)
+    return _ORIGINAL_RESERVE(job, fence, owner, now, next_event)
+
+
+# -- seed 000 "Service job attempts" --------------------------------------------------------
+
+
+def _prepare_ignores_payload(
+    attempt: ServiceJobAttempt, by_id: ServiceJobAttempt | None, by_key: ServiceJobAttempt | None
+) -> ServiceJobAttempt | None:
+    """Preparation that returns the stored attempt of a key whatever its payload."""
+    stored = by_key if by_key is not None else by_id
+    if stored is not None and stored.request_digest != attempt.request_digest:
+        return stored
+    return _ORIGINAL_PREPARE(attempt, by_id, by_key)
+
+
+_ORIGINAL_CLAIM = MemoryLedger.claim_delivery
+_ORIGINAL_SETTLE = MemoryLedger.settle_run
+_ORIGINAL_RECOVER = DeliveryRecovery.recover
+_ORIGINAL_RELAY_ORPHAN = Relays._orphan
+_ORIGINAL_CHARGE = HardwareResumeBudget.charge
+_ORIGINAL_EVENT = job_rules._event
+_ORIGINAL_PREPARE = service_rules.decide_prepare
+_ORIGINAL_RESERVE = job_rules.decide_reserve
+_ORIGINAL_BEGIN_CANCEL = MemoryLedger.begin_cancel
+
+RULE_BREAKS: dict[str, tuple[object, str, object]] = {
+    "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
+    "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
+    "doctrine_priority": (RunDelivery, "broker_priority", property(_doctrine_priority)),
+    "fingerprint_ignores_priority": (Intent, "fingerprint", _fingerprint_without_priority),
+    "no_session_fence": (RunEngine, "_fence_session", _no_session_fence),
+    "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),
+    "closed_delivery_reopened": (MemoryLedger, "mark_published", _mark_published_any_state),
+    "rotation_reuses_key": (DeliveryRecovery, "recover", _rotate_publishes_old_key),
+    "readmit_without_cas": (MemoryLedger, "readmit_after_consent", _readmit_consent_without_cas),
+    "hardware_budget_reset": (HardwareResumeBudget, "charge", _budget_reset),
+    "evidence_repaired_twice": (reconcile, "repair_terminal_evidence", _repair_always),
+    "orphan_own_boot": (Relays, "_orphan", _relay_orphans_own_boot),
+    "parent_not_fenced": (Canceller, "contain", _contain_children_only),
+    "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),
+    "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),
+    "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),
+    "retention_after_release": (RunEngine, "_retain_and_release", _release_before_retention),
+    "relay_never_republishes": (DeliveryRecovery, "recover", _relay_never_republishes),
+    "cancel_reopens_terminal": (MemoryLedger, "begin_cancel", _cancel_over_terminal),
+    "readmit_same_sequence": (MemoryLedger, "_readmit", _readmit_same_sequence),
+    "call_budget_ignored": (job_rules, "decide_reserve", _calls_unbounded),
+    "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
+}
