@@ -522,6 +522,82 @@ def _receipt_options(db_prefix: str | None, ports: str | None) -> None:
 
 
 @app.command()
+def rules(
+    json_path: Annotated[Path | None, typer.Option(
+        "--json", help="write the catalogue as JSON ('-' for stdout)")] = None,
+    sweep_seeds: Annotated[str | None, typer.Option(
+        "--sweep", help="also run every break over these swarm seeds (N-M)")] = None,
+    max_seeds: Annotated[int, typer.Option(help="with --sweep: seeds per break at most")] = 40,
+) -> None:
+    """The seed rules with their invariants, scenarios and breaks; exit 1 on any gap."""
+    from harness import rules_report
+    from sim.campaign import parse_seeds
+
+    rows = rules_report.validate()
+    doc = rules_report.rules_json(rows)
+    if sweep_seeds is not None:
+        try:
+            seed_list = parse_seeds(sweep_seeds)
+        except ValueError as exc:
+            _die(str(exc))
+        report = rules_report.sweep(seed_list, max_seeds=max_seeds, budget_s=float("inf"))
+        doc["sweep"] = report.as_dict()
+    if json_path is not None and str(json_path) == "-":
+        say(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        _print_rules(rows, doc)
+        if json_path is not None:
+            json_path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    survivors = doc.get("sweep", {}).get("survivors", [])
+    if doc["gaps"] or survivors:
+        for rule_id, missing in doc["gaps"].items():
+            err.print(f"gap: {rule_id}: {'; '.join(missing)}", markup=False, highlight=False,
+                      soft_wrap=True)
+        for name in survivors:
+            err.print(f"survived: break {name}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _print_rules(rows: list[Any], doc: dict[str, Any]) -> None:
+    swept = {b["name"]: b for b in doc.get("sweep", {}).get("breaks", [])}
+    if out.is_terminal:
+        table = Table(title=f"seed rules ({doc['complete']} complete, {doc['unobservable']} "
+                            f"unobservable, {len(doc['gaps'])} with gaps, of {doc['total']})")
+        for col in ("rule", "seed / section", "invariants", "scenarios", "breaks", "status"):
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*_rule_cells(row, swept))
+        out.print(table)
+        return
+    say("rule\tseed\tsection\tinvariants\tscenarios\tbreaks\tstatus")
+    for row in rows:
+        r = row.rule
+        cells = _rule_cells(row, swept)
+        say("\t".join([r.id, r.seed[:3], r.section, cells[2], cells[3], cells[4], cells[5]]))
+    say(f"{doc['total']} rules: {doc['complete']} complete, {doc['unobservable']} "
+        f"unobservable, {len(doc['gaps'])} with gaps")
+
+
+def _rule_cells(row: Any, swept: dict[str, dict[str, Any]]) -> list[str]:
+    r = row.rule
+    breaks = []
+    for b in r.breaks:
+        text = f"{b.name}@{b.scenario}"
+        if b.name in swept:
+            hit = swept[b.name]
+            text += f" (seed {hit['caught_at']})" if hit["caught"] else " (SURVIVED)"
+        breaks.append(text)
+    if row.gaps:
+        status = "GAP: " + "; ".join(row.gaps)
+    elif not r.observable:
+        status = f"unobservable: {r.unobservable}; covered by {', '.join(r.covered_by)}"
+    else:
+        status = "ok"
+    return [r.id, f"{r.seed[:3]} {r.section}", ", ".join(r.invariants),
+            ", ".join(r.scenarios), ", ".join(breaks), status]
+
+
+@app.command()
 def faults() -> None:
     """The catalogue of named fault points and the windows they mark."""
     from runtime.faults import CATALOGUE

@@ -83,6 +83,14 @@ class Policy(BaseModel):
     """With `require_receipts`: every leased-job check (harness.receipts.leased_checks)
     runs and must be proved on this code."""
     receipts_dir: str = "receipts"
+    require_rules: bool = False
+    """Every seed rule of the catalogue (sim.rules) has invariant, scenario and break,
+    or an unobservable reason with a covering test."""
+    break_sweep: bool = False
+    """Run every catalogued break until a seed catches it; a surviving break blocks
+    shipping (seeds from the first swarm campaign, else the first campaign)."""
+    break_max_seeds: int = Field(default=40, ge=1)
+    break_budget_s: float = Field(default=180.0, gt=0)
     windows: list[str] = Field(default_factory=list)
     campaign: list[CampaignSpec] = Field(min_length=1)
 
@@ -127,6 +135,8 @@ class GateResult:
     checks: list[Check] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     coverage: dict[str, Any] = field(default_factory=dict)
+    sweep: dict[str, Any] | None = None
+    """The break sweep (harness.rules_report.SweepReport.as_dict), when run."""
     digest: str = ""
     wall_s: float = 0.0
 
@@ -150,6 +160,9 @@ def run_gate(
         reports.append((spec, _campaign(spec, jobs, replay_command, result, tell, reuse)))
     _coverage(policy, reports, result)
     _catalogue(result)
+    if policy.break_sweep:
+        tell.say("break sweep: every catalogued break until a swarm seed catches it")
+    _rules(policy, result)
     tell.say("determinism audit: re-running a sample of seeds in fresh processes")
     _determinism(policy, reports, result)
     if policy.require_receipts:
@@ -220,6 +233,36 @@ def _catalogue(result: GateResult) -> None:
         "catalogue", "catalogued points are called", not report.unused,
         "never called: " + ", ".join(report.unused) if report.unused else "ok",
     ))
+
+
+def _rules(policy: Policy, result: GateResult) -> None:
+    """The rule catalogue's completeness, then the break sweep (issue M9)."""
+    from harness import rules_report
+
+    if policy.require_rules:
+        for row in rules_report.validate():
+            detail = "; ".join(row.gaps) if row.gaps else (
+                "ok" if row.rule.observable else f"unobservable, covered by "
+                f"{', '.join(row.rule.covered_by)}")
+            result.checks.append(Check("rules", row.rule.id, not row.gaps, detail))
+    if not policy.break_sweep:
+        return
+    swarm = [c for c in policy.campaign if c.profile == "swarm"] or policy.campaign
+    seeds = parse_seeds(swarm[0].seeds)
+    report = rules_report.sweep(seeds, max_seeds=policy.break_max_seeds,
+                                budget_s=policy.break_budget_s, profile=swarm[0].profile)
+    result.sweep = report.as_dict()
+    for r in report.results:
+        if r.caught:
+            detail = (f"caught at seed {r.caught_at} after {r.seeds_tried} seeds of "
+                      f"{r.scenario}: {r.message}")
+        else:
+            detail = r.skipped or (f"survived {r.seeds_tried} seeds of {r.scenario}; "
+                                   f"other violations: {r.other or 'none'}")
+        replay = (f"SIM_BREAK={r.name} harness replay --seed {r.caught_at} --scenario "
+                  f"{r.scenario} --profile {swarm[0].profile}") if r.caught else None
+        result.checks.append(Check("breaks", f"{r.name} ({r.rule})", r.caught, detail,
+                                   r.wall_s, replay))
 
 
 def _determinism(

@@ -270,7 +270,26 @@ def gate_json(result: Any) -> dict[str, Any]:
         ],
         "violations": result.violations,
         "fires_per_point": result.coverage,
+        "break_sweep": getattr(result, "sweep", None),
     }
+
+
+def _sweep_markdown(sweep: dict[str, Any] | None) -> list[str]:
+    """The break sweep: seeds to detection per break of the rule catalogue."""
+    if not sweep:
+        return []
+    median = sweep.get("median_seeds_to_detection")
+    lines = ["### Break sweep", "",
+             f"{len(sweep['breaks'])} breaks, {len(sweep['survivors'])} survived, median "
+             f"seeds to detection {median if median is not None else '-'}, "
+             f"{sweep['wall_s']:.0f}s.", "",
+             "| break | rule | scenario | caught at seed | seeds tried | seconds |",
+             "|---|---|---|---|---|---|"]
+    for b in sweep["breaks"]:
+        caught = str(b["caught_at"]) if b["caught"] else f"SURVIVED {b['skipped']}".strip()
+        lines.append(f"| {b['name']} | {b['rule']} | {b['scenario']} | {caught} | "
+                     f"{b['seeds_tried']} | {b['wall_s']:.1f} |")
+    return [*lines, ""]
 
 
 def gate_markdown(result: Any) -> str:
@@ -292,6 +311,7 @@ def gate_markdown(result: Any) -> str:
             lines.append(f"| {v['invariant']} | {v['scenario']} | {v['seed']} | "
                          f"{v['message']} | `{v['replay']}` |")
         lines.append("")
+    lines += _sweep_markdown(getattr(result, "sweep", None))
     lines += ["### Checks", "", "| suite | passed | failed |", "|---|---|---|"]
     suites: dict[str, list[Any]] = {}
     for c in result.checks:

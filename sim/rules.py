@@ -1,0 +1,223 @@
+"""The rule catalogue: every checkable rule of the seeds, with its oracle (issue M9).
+
+One entry per rule of seed 000_81a5c720b14d934a.txt (workers, run engine),
+003_9b07f1601fdd86c6.txt (stasis) and 004_85033eb8fc772f12.txt (leased
+jobs). Each names the checker invariants that enforce it (`sim.checker.INVARIANTS`),
+the scenarios that exercise it (`sim.scenarios`), and at least one test-only
+break (`sim.breaks.BREAKS`) that violates exactly that rule, with the scenario
+and the first swarm seed known to catch it. A rule the simulator cannot observe
+says why (`unobservable`) and names the real-process test that covers it
+instead (`covered_by`, `path::test_name`): such a rule is listed, never
+silently passing.
+
+`gaps()` lists what is missing; `harness rules` prints the table and the gate
+refuses to ship while any gap remains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+S000 = "000_81a5c720b14d934a.txt"
+S003 = "003_9b07f1601fdd86c6.txt"
+S004 = "004_85033eb8fc772f12.txt"
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class BreakRef:
+    """A test-only break of the rule, the scenario it is caught in, and the first
+    swarm seed known to catch it (a hint for fast tests; the gate measures afresh)."""
+
+    name: str
+    scenario: str
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    seed: str
+    section: str
+    statement: str
+    invariants: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    breaks: tuple[BreakRef, ...] = ()
+    unobservable: str | None = None
+    """Why no simulated seed can see this rule (then `covered_by` is required)."""
+    covered_by: tuple[str, ...] = field(default=())
+    """Real-process or unit tests (`path::name`) that prove an unobservable rule."""
+
+    @property
+    def observable(self) -> bool:
+        return self.unobservable is None
+
+
+def _b(name: str, scenario: str, seed: int = 1) -> BreakRef:
+    return BreakRef(name, scenario, seed)
+
+
+RULES: tuple[Rule, ...] = (
+    # -- seed 000, "Admission and exact claim" ------------------------------------------
+    Rule("admission.idempotent_replay", S000, "Admission and exact claim",
+         "a scoped key admits one Run; a replay gets it back only if every fingerprint field "
+         "(session, prompt, source, sigil, scopes, content, priority) matches, else a conflict",
+         ("idempotent_admission",), ("basic",), (_b("fingerprint_ignores_priority", "basic", 3),)),
+    Rule("admission.held_retention", S000, "Admission and exact claim",
+         "a HELD delivery is released to PENDING only after the caller's retention hook "
+         "completed; until then nothing is published",
+         ("held_released_by_hook",), ("basic",), (_b("retention_after_release", "basic", 1),)),
+    Rule("admission.session_fence", S000, "Admission and exact claim",
+         "a Bridge session has at most one nonterminal Run; a second admission is refused",
+         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 13),)),
+    Rule("outbox.published_has_job", S000, "Admission and exact claim",
+         "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
+         ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 9),)),
+    Rule("outbox.forward_only", S000, "Admission and exact claim",
+         "a delivery only moves forward; a SETTLED or FAILED delivery never reopens",
+         ("delivery_never_reopens",), ("basic",), (_b("closed_delivery_reopened", "basic", 1),)),
+    Rule("outbox.hop_key_identity", S000, "Admission and exact claim",
+         "run:<id>:<seq> names exactly one generation; a finished key is never published again, "
+         "a new generation takes a fresh sequence",
+         ("hop_key_identity", "fresh_key_new_job"), ("crashloop",),
+         (_b("rotation_reuses_key", "crashloop", 10),)),
+    Rule("claim.exact", S000, "Admission and exact claim",
+         "a claim moves only a QUEUED Run at exactly the delivered sequence, from PENDING or "
+         "PUBLISHED, once; a stale or duplicate delivery is skipped",
+         ("claim_is_exact", "single_claim"), ("basic",), (_b("claim_fence", "basic", 4),)),
+    Rule("claim.started_at_stable", S000, "Admission and exact claim",
+         "started_at is written by the first claim only; a resume claim keeps it",
+         ("started_at_stable",), ("consent",), (_b("started_at_rewritten", "consent", 1),)),
+    Rule("claim.priority_mapping", S000, "Admission and exact claim",
+         "the broker job carries 100 - doctrine priority, written once at the enqueue edge",
+         ("broker_priority",), ("basic",), (_b("doctrine_priority", "basic", 1),)),
+    # -- seed 000, "Events, settlement, and waits" --------------------------------------
+    Rule("settlement.fenced", S000, "Events, settlement, and waits",
+         "a hop settles only the claimed status and sequence: a Run gone CANCELLING or moved on "
+         "is not settled by the old hop",
+         ("settlement_fenced",), ("cancel",), (_b("settle_without_claim", "cancel", 1),)),
+    Rule("settlement.terminal_final", S003, "Truth closes first",
+         "once terminal status commits the Run never changes again, even under a racing cancel",
+         ("terminal_is_final",), ("cancel",), (_b("cancel_reopens_terminal", "cancel", 1),)),
+    Rule("events.terminal_evidence", S000, "Events, settlement, and waits",
+         "every terminal Run ends with exactly one terminal Step; startup repairs a missing one "
+         "and never adds a second",
+         ("terminal_evidence_once",), ("crashloop",),
+         (_b("evidence_repaired_twice", "crashloop", 1),)),
+    Rule("events.subscriber_order", S000, "Events, settlement, and waits",
+         "each subscriber sees a Run's events in cursor order, gaps only at a resync boundary, "
+         "and one terminal event at most",
+         ("subscriber_order",), ("events",), (_b("slow_reader_loses_events", "events", 1),)),
+    Rule("hardware.budget", S003, "Three boundaries",
+         "at most 8 hardware convergence calls per Run and 3 in a row per capability; the "
+         "counters live in the checkpoint and survive parks",
+         ("hardware_budget",), ("hardware",), (_b("hardware_budget_reset", "hardware", 1),)),
+    # -- seed 003, "Return makes a new claim" -------------------------------------------
+    Rule("consent.owner_cas", S003, "Return makes a new claim",
+         "only the owner CAS of a decided consent returns AWAITING_CONSENT to QUEUED; the "
+         "resumed hop reads the durable verdict",
+         ("resume_reads_decided_owner", "no_replay_after_death"), ("consent",),
+         (_b("readmit_without_cas", "consent", 1),)),
+    Rule("waits.fresh_sequence", S003, "Return makes a new claim",
+         "a return allocates a fresh sequence (seq + 1) with a PENDING delivery in the same "
+         "commit; the parked generation stays closed",
+         ("delivery_never_reopens", "sequences_gap_free"), ("consent",),
+         (_b("readmit_same_sequence", "consent", 1),)),
+    # -- seed 000, "Cancellation, mutation, and recovery" -------------------------------
+    Rule("cancel.containment_order", S000, "Cancellation, mutation, and recovery",
+         "CANCELLED commits only after the parent broker job is fenced first and then every "
+         "agent job, service attempt and pending consent is contained",
+         ("cancelled_after_containment",), ("cancel",),
+         (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 2))),
+    Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
+         "startup and the relay rotate a pre-boot generation only once its broker job is "
+         "fenced and finished",
+         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 1),)),
+    Rule("startup.orphans_of_other_boots", S000, "Cancellation, mutation, and recovery",
+         "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
+         "claimed by another boot, never one this boot's hop still holds",
+         ("liveness", "effect_under_claim", "settlement_fenced"), ("crashloop",),
+         (_b("orphan_own_boot", "crashloop", 8),)),
+    Rule("relays.delivery", S000, "Admission and exact claim",
+         "the delivery relay probes the exact hop key and republishes it when absent, so every "
+         "admitted Run ends after heal",
+         ("liveness",), ("basic",), (_b("relay_never_republishes", "basic", 9),)),
+    # -- seed 000, "Service job attempts" ------------------------------------------------
+    Rule("service.proof_before_resubmit", S000, "Service job attempts",
+         "a transmission after the first rests on proof of no effect or same-key replay; one "
+         "provider effect per idempotency identity",
+         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 1),)),
+    Rule("service.key_payload", S000, "Service job attempts",
+         "a changed payload under a used idempotency key is refused and never reaches the "
+         "provider",
+         ("service_key_payload",), ("service",), (_b("payload_change_accepted", "service", 1),)),
+    # -- seed 004, leased jobs ---------------------------------------------------------------
+    Rule("jobs.fence", S004, "Leases and fences",
+         "a result stages only under the job's current fence; a late result from an old fence "
+         "never overwrites the newer interpretation",
+         ("fence_never_overwritten",), ("leased_jobs",), (_b("stage_fence", "leased_jobs", 1),)),
+    Rule("jobs.attempt_budget", S004, "Bounded retries",
+         "at most three worker attempts per interpretation, also across crashes",
+         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 5),)),
+    Rule("jobs.call_budget", S004, "Alpha.2 accounting",
+         "at most two model calls per interpretation, each reserved before it goes out",
+         ("job_budgets",), ("leased_jobs",), (_b("call_budget_ignored", "leased_jobs", 1),)),
+    Rule("jobs.usage", S004, "Alpha.2 accounting",
+         "the attempt log keeps only usage the model returned; unknown usage is None, never "
+         "a zero bill",
+         ("usage_never_fabricated",), ("leased_jobs",),
+         (_b("usage_zero_when_unknown", "leased_jobs", 1),)),
+    # -- rules only real processes show ---------------------------------------------------------
+    Rule("shutdown.order", S000, "Cancellation, mutation, and recovery",
+         "shutdown stops relays and every worker before shared pools close; a worker stop "
+         "that fails leaves the pools live",
+         unobservable="the simulator runs one trio loop with memory stores and no pools: "
+                      "teardown order of SAQ workers and PostgreSQL pools does not exist there",
+         covered_by=("tests/contract/test_saq_adapter.py::"
+                     "test_a_task_that_never_ends_fails_the_stop_and_keeps_the_pools",)),
+    Rule("jobs.shutdown_drain", S004, "Shutdown and supervision",
+         "on SIGINT/SIGTERM the worker loop stops claiming and drains for at most ten seconds; "
+         "unfinished leases stay recoverable",
+         unobservable="signals and the CLI loop's wall-clock drain bound belong to a real "
+                      "`vessel jobs work` process, not to simulated workers",
+         covered_by=("tests/restart/test_leased_delegation.py::"
+                     "test_sigterm_drains_for_at_most_ten_seconds_and_the_lease_stays_recoverable",
+                     "tests/unit/test_jobs_cli.py::"
+                     "test_a_stop_lets_the_attempt_in_flight_finish_and_claims_no_more")),
+    Rule("mutation.claim_gate", S000, "Cancellation, mutation, and recovery",
+         "a runtime mutation closes the pre-claim gate and waits for claimed hops to drain "
+         "before it proceeds, then reopens the gate",
+         unobservable="no scenario drives runtime mutation; the gate is a process-local "
+                      "primitive with no durable record for the checker to read",
+         covered_by=("tests/unit/test_mutation.py::"
+                     "test_pause_waits_for_hops_in_flight_and_holds_new_claims",
+                     "tests/unit/test_mutation.py::"
+                     "test_pause_reopens_the_gate_after_a_drain_timeout")),
+)
+
+BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+
+def gaps(rule: Rule) -> list[str]:
+    """What this rule lacks: empty when it has invariant, scenario and break, or an
+    honest unobservable reason with a covering test."""
+    if not rule.observable:
+        return [] if rule.covered_by else ["no covering test for an unobservable rule"]
+    missing = []
+    if not rule.invariants:
+        missing.append("no invariant")
+    if not rule.scenarios:
+        missing.append("no scenario")
+    if not rule.breaks:
+        missing.append("no break")
+    return missing
+
+
+def all_gaps() -> dict[str, list[str]]:
+    return {r.id: g for r in RULES if (g := gaps(r))}
+
+
+def break_names() -> list[str]:
+    return sorted({b.name for r in RULES for b in r.breaks})
