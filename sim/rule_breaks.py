@@ -10,13 +10,13 @@ campaigns run with `SIM_BREAK`, and the gate's break sweep.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 from datetime import datetime
 from uuid import UUID
 
 from runtime.adapters.memory.gate import enter
+from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
@@ -256,15 +256,17 @@ def _usage_zero_when_unknown(job: LeasedJob, index: int, kind: EventKind, now: d
     return _ORIGINAL_EVENT(job, index, kind, now, **kw)  # type: ignore[arg-type]
 
 
-def _calls_unbounded(job: LeasedJob, fence: int, owner: str, now: datetime,
-                     next_event: int) -> job_rules.Decision:
-    """The reservation forgets the model call budget of the interpretation."""
-    if job.model_calls_reserved >= job.max_model_calls:
-        roomy = job.model_copy(update={"max_model_calls": job.model_calls_reserved + 1})
-        decision = _ORIGINAL_RESERVE(roomy, fence, owner, now, next_event)
-        kept = decision.job.model_copy(update={"max_model_calls": job.max_model_calls})
-        return dataclasses.replace(decision, job=kept)
-    return _ORIGINAL_RESERVE(job, fence, owner, now, next_event)
+async def _reserve_in_memory_only(
+    self: MemoryJobStore, job_id: UUID, fence: int, owner: str, now: datetime
+) -> LeasedJob:
+    """A reservation that is checked and counted but never committed: the model call
+    then goes out with nothing durable spent, so a crash gives the call back."""
+    await enter()
+    job = self._job(job_id)
+    decision = job_rules.decide_reserve(job, fence, owner, now, self._next_event(job_id))
+    if decision.error is not None:
+        raise decision.error
+    return decision.job
 
 
 # -- seed 000 "Service job attempts" --------------------------------------------------------
@@ -287,7 +289,6 @@ _ORIGINAL_RELAY_ORPHAN = Relays._orphan
 _ORIGINAL_CHARGE = HardwareResumeBudget.charge
 _ORIGINAL_EVENT = job_rules._event
 _ORIGINAL_PREPARE = service_rules.decide_prepare
-_ORIGINAL_RESERVE = job_rules.decide_reserve
 _ORIGINAL_BEGIN_CANCEL = MemoryLedger.begin_cancel
 
 RULE_BREAKS: dict[str, tuple[object, str, object]] = {
@@ -311,6 +312,6 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
     "relay_never_republishes": (DeliveryRecovery, "recover", _relay_never_republishes),
     "cancel_reopens_terminal": (MemoryLedger, "begin_cancel", _cancel_over_terminal),
     "readmit_same_sequence": (MemoryLedger, "_readmit", _readmit_same_sequence),
-    "call_budget_ignored": (job_rules, "decide_reserve", _calls_unbounded),
+    "call_not_reserved": (MemoryJobStore, "reserve_model_call", _reserve_in_memory_only),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
 }

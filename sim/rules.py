@@ -163,7 +163,7 @@ RULES: tuple[Rule, ...] = (
          ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 5),)),
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
-         ("job_budgets",), ("leased_jobs",), (_b("call_budget_ignored", "leased_jobs", 1),)),
+         ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),
     Rule("jobs.usage", S004, "Alpha.2 accounting",
          "the attempt log keeps only usage the model returned; unknown usage is None, never "
          "a zero bill",

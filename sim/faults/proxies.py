@@ -261,6 +261,9 @@ class SimEffects(_Guarded):
         applied = await self._guard(lambda: self.inner.apply(identity, run_id, seq, payload))
         self.world.trace.emit("effects", "effect.call", identity=identity, seq=seq,
                               applied=applied)
+        operator = self.world.actors.get("operator")
+        if operator is not None and hasattr(operator, "after_effect"):
+            await operator.after_effect(run_id)  # an operator acting at this exact point
         return applied
 
 

@@ -79,16 +79,40 @@ class Operator:
     """How often a cancel that answered CANCELLED is sent again at once (a caller
     retrying its request): the re-read of an already CANCELLED Run (seed 000,
     "Cancellation, mutation, and recovery"). Zero draws nothing."""
+    stale: float = 0.2
+    """Share of cancels aimed at any Run, terminal ones included."""
+    at_effect: float = 0.3
+    """Share of applied effects after which the operator cancels that Run while its hop
+    is paused there: the hop then holds an outcome for a Run gone CANCELLING."""
+
+    async def after_effect(self, run_id: UUID) -> None:
+        """Pause here, act, resume: called by the effect sink once an effect applied."""
+        if self.world.injector.healed or self.world.streams.actors.random() >= self.at_effect:
+            return
+        self.world.spawn(self.cancel, run_id)
+        for _ in range(20):  # resume once CANCELLING committed (or after 2 s)
+            run = self.world.ledger.run_table.get(run_id)
+            if run is None or run.status is not RunStatus.RUNNING:
+                return
+            await anyio.sleep(0.1)
 
     async def run(self, until: float) -> None:
         rng = self.world.streams.actors
         while anyio.current_time() < until:
             await anyio.sleep(round(rng.uniform(3.0, 20.0), 3))
-            live = [r.id for r in sorted(self.world.ledger.run_table.values(),
-                                         key=lambda r: (r.created_at, r.id))
+            runs = sorted(self.world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id))
+            live = [r.id for r in runs
                     if not r.status.terminal and r.status is not RunStatus.CANCELLING]
+            if rng.random() < self.stale:
+                # A stale screen: cancel a Run that may have finished meanwhile, which
+                # must leave terminal truth alone (seed 003 'Truth closes first').
+                live = [r.id for r in runs]
             if live and rng.random() < self.share:
                 await self.cancel(rng.choice(live))
+
+    def register(self) -> Operator:
+        self.world.actors["operator"] = self
+        return self
 
     async def cancel(self, run_id: UUID) -> None:
         try:

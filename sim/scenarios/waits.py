@@ -66,7 +66,8 @@ async def _with_people(
     async with anyio.create_task_group() as tg:
         tg.start_soon(approver.run)
         if operator:
-            tg.start_soon(Operator(world, reread=reread).run, anyio.current_time() + 400.0)
+            tg.start_soon(Operator(world, reread=reread).register().run,
+                          anyio.current_time() + 400.0)
         await submit_stream(world, patterns, content)
         tg.cancel_scope.cancel()
 
