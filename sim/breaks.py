@@ -39,7 +39,7 @@ from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
 from runtime.worker import Worker
-from sim.rule_breaks import RULE_BREAKS
+from sim.rule_breaks import COMPANIONS, RULE_BREAKS
 
 ENV = "SIM_BREAK"
 
@@ -194,13 +194,15 @@ def broken(name: str | None) -> Iterator[None]:
         return
     if name not in BREAKS:
         raise KeyError(f"unknown break {name!r}; known: {', '.join(BREAKS)}")
-    owner, attr, replacement = BREAKS[name]
-    original = getattr(owner, attr)
-    setattr(owner, attr, replacement)
+    patches = [BREAKS[name], *COMPANIONS.get(name, [])]
+    originals = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+    for owner, attr, replacement in patches:
+        setattr(owner, attr, replacement)
     try:
         yield
     finally:
-        setattr(owner, attr, original)
+        for owner, attr, original in reversed(originals):
+            setattr(owner, attr, original)
 
 
 def from_env() -> str | None:

@@ -192,6 +192,57 @@ def _readmit_same_sequence(self: MemoryLedger, run: Run, now: datetime) -> RunDe
     return fresh
 
 
+async def _relay_readmits_running_delegate(self: Relays, run: Run) -> bool:
+    """The delegate relay re-admits as soon as it has looked, finished job or not."""
+    await _ORIGINAL_RELAY_DELEGATE(self, run)
+    fresh = await self.engine.deps.ledger.get_run(run.id)
+    if fresh is None or fresh.status is not RunStatus.AWAITING_DELEGATE \
+            or fresh.agent_job_id is None:
+        return True
+    delivery = await self.engine.deps.ledger.readmit_after_delegate(
+        run.id, fresh.agent_job_id, self.engine.deps.clock.now())
+    if delivery is not None:
+        await self.engine.publish(delivery)
+    return delivery is not None
+
+
+async def _readmit_delegate_any_state(
+    self: MemoryLedger, run_id: UUID, job_id: UUID, now: datetime
+) -> RunDelivery | None:
+    """The delegate owner CAS without its terminal-job condition."""
+    await enter()
+    run = self.run_table.get(run_id)
+    if run is None or run.status is not RunStatus.AWAITING_DELEGATE or run.agent_job_id != job_id:
+        return None
+    return self._readmit(run, now)
+
+
+async def _relay_readmits_open_attempt(self: Relays, run: Run) -> bool:
+    """The service relay re-admits once it has advanced the attempt, terminal or not."""
+    await _ORIGINAL_RELAY_SERVICE(self, run)
+    fresh = await self.engine.deps.ledger.get_run(run.id)
+    if fresh is None or fresh.status is not RunStatus.AWAITING_SERVICE \
+            or fresh.service_attempt_id is None:
+        return True
+    delivery = await self.engine.deps.ledger.readmit_after_service(
+        run.id, fresh.service_attempt_id, self.engine.deps.clock.now())
+    if delivery is not None:
+        await self.engine.publish(delivery)
+    return delivery is not None
+
+
+async def _readmit_service_any_state(
+    self: MemoryLedger, run_id: UUID, attempt_id: UUID, now: datetime
+) -> RunDelivery | None:
+    """The service owner CAS without its proved-terminal condition."""
+    await enter()
+    run = self.run_table.get(run_id)
+    if run is None or run.status is not RunStatus.AWAITING_SERVICE \
+            or run.service_attempt_id != attempt_id:
+        return None
+    return self._readmit(run, now)
+
+
 def _budget_reset(self: HardwareResumeBudget, capability: str) -> HardwareResumeBudget:
     """Every convergence call charges a fresh budget: the counters never accumulate."""
     return _ORIGINAL_CHARGE(HardwareResumeBudget(), capability)
@@ -286,6 +337,8 @@ _ORIGINAL_CLAIM = MemoryLedger.claim_delivery
 _ORIGINAL_SETTLE = MemoryLedger.settle_run
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_RELAY_ORPHAN = Relays._orphan
+_ORIGINAL_RELAY_DELEGATE = Relays._delegate
+_ORIGINAL_RELAY_SERVICE = Relays._service
 _ORIGINAL_CHARGE = HardwareResumeBudget.charge
 _ORIGINAL_EVENT = job_rules._event
 _ORIGINAL_PREPARE = service_rules.decide_prepare
@@ -314,4 +367,17 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
     "readmit_same_sequence": (MemoryLedger, "_readmit", _readmit_same_sequence),
     "call_not_reserved": (MemoryJobStore, "reserve_model_call", _reserve_in_memory_only),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
+    "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
+    "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
 }
+
+COMPANIONS: dict[str, list[tuple[object, str, object]]] = {
+    "delegate_resumed_unfinished": [
+        (MemoryLedger, "readmit_after_delegate", _readmit_delegate_any_state),
+    ],
+    "service_resumed_unfinished": [
+        (MemoryLedger, "readmit_after_service", _readmit_service_any_state),
+    ],
+}
+"""Further patches a break needs when the rule is guarded twice (caller and CAS): one
+bug, written in both places, as a maintainer who misreads the rule would."""

@@ -120,6 +120,15 @@ RULES: tuple[Rule, ...] = (
          "resumed hop reads the durable verdict",
          ("resume_reads_decided_owner", "no_replay_after_death"), ("consent",),
          (_b("readmit_without_cas", "consent", 1),)),
+    Rule("delegate.owner_cas", S003, "Return makes a new claim",
+         "a delegate wait returns to QUEUED only through the CAS of its own terminal agent job",
+         ("resume_reads_decided_owner",), ("delegate",),
+         (_b("delegate_resumed_unfinished", "delegate", 1),)),
+    Rule("service.owner_cas", S000, "Service job attempts",
+         "a service wait returns to QUEUED only through the owner CAS of its proved terminal "
+         "attempt; the generic status writer cannot resume it",
+         ("resume_reads_decided_owner",), ("service_wait",),
+         (_b("service_resumed_unfinished", "service_wait", 1),)),
     Rule("waits.fresh_sequence", S003, "Return makes a new claim",
          "a return allocates a fresh sequence (seq + 1) with a PENDING delivery in the same "
          "commit; the parked generation stays closed",
