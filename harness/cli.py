@@ -540,7 +540,13 @@ def rules(
             seed_list = parse_seeds(sweep_seeds)
         except ValueError as exc:
             _die(str(exc))
-        report = rules_report.sweep(seed_list, max_seeds=max_seeds, budget_s=float("inf"))
+        def tick(r: Any) -> None:
+            seen = f"caught at seed {r.caught_at}" if r.caught else "SURVIVED"
+            err.print(f"break {r.name} @ {r.scenario}: {seen} ({r.seeds_tried} seeds, "
+                      f"{r.wall_s:.1f}s)", markup=False, highlight=False, soft_wrap=True)
+
+        report = rules_report.sweep(seed_list, max_seeds=max_seeds, budget_s=float("inf"),
+                                    tick=tick)
         doc["sweep"] = report.as_dict()
     if json_path is not None and str(json_path) == "-":
         say(json.dumps(doc, indent=2, sort_keys=True))

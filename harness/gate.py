@@ -91,6 +91,18 @@ class Policy(BaseModel):
     shipping (seeds from the first swarm campaign, else the first campaign)."""
     break_max_seeds: int = Field(default=40, ge=1)
     break_budget_s: float = Field(default=180.0, gt=0)
+    break_only: list[str] = Field(default_factory=list)
+    """Sweep only these breaks (empty: every break of the catalogue)."""
+
+    @field_validator("break_only")
+    @classmethod
+    def _break_only(cls, value: list[str]) -> list[str]:
+        from sim.breaks import BREAKS
+
+        unknown = [b for b in value if b not in BREAKS]
+        if unknown:
+            raise ValueError(f"unknown breaks {unknown}; see `harness rules`")
+        return value
     windows: list[str] = Field(default_factory=list)
     campaign: list[CampaignSpec] = Field(min_length=1)
 
@@ -250,7 +262,8 @@ def _rules(policy: Policy, result: GateResult) -> None:
     swarm = [c for c in policy.campaign if c.profile == "swarm"] or policy.campaign
     seeds = parse_seeds(swarm[0].seeds)
     report = rules_report.sweep(seeds, max_seeds=policy.break_max_seeds,
-                                budget_s=policy.break_budget_s, profile=swarm[0].profile)
+                                budget_s=policy.break_budget_s, profile="swarm",
+                                only=set(policy.break_only) or None)
     result.sweep = report.as_dict()
     for r in report.results:
         if r.caught:
@@ -260,7 +273,7 @@ def _rules(policy: Policy, result: GateResult) -> None:
             detail = r.skipped or (f"survived {r.seeds_tried} seeds of {r.scenario}; "
                                    f"other violations: {r.other or 'none'}")
         replay = (f"SIM_BREAK={r.name} harness replay --seed {r.caught_at} --scenario "
-                  f"{r.scenario} --profile {swarm[0].profile}") if r.caught else None
+                  f"{r.scenario} --profile swarm") if r.caught else None
         result.checks.append(Check("breaks", f"{r.name} ({r.rule})", r.caught, detail,
                                    r.wall_s, replay))
 

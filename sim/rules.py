@@ -82,11 +82,11 @@ RULES: tuple[Rule, ...] = (
          "run:<id>:<seq> names exactly one generation; a finished key is never published again, "
          "a new generation takes a fresh sequence",
          ("hop_key_identity", "fresh_key_new_job"), ("crashloop",),
-         (_b("rotation_reuses_key", "crashloop", 10),)),
+         (_b("rotation_reuses_key", "crashloop", 24),)),
     Rule("claim.exact", S000, "Admission and exact claim",
          "a claim moves only a QUEUED Run at exactly the delivered sequence, from PENDING or "
          "PUBLISHED, once; a stale or duplicate delivery is skipped",
-         ("claim_is_exact", "single_claim"), ("basic",), (_b("claim_fence", "basic", 4),)),
+         ("claim_is_exact", "single_claim"), ("basic",), (_b("claim_fence", "basic", 3),)),
     Rule("claim.started_at_stable", S000, "Admission and exact claim",
          "started_at is written by the first claim only; a resume claim keeps it",
          ("started_at_stable",), ("consent",), (_b("started_at_rewritten", "consent", 1),)),
@@ -139,16 +139,21 @@ RULES: tuple[Rule, ...] = (
          "CANCELLED commits only after the parent broker job is fenced first and then every "
          "agent job, service attempt and pending consent is contained",
          ("cancelled_after_containment",), ("cancel",),
-         (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 2))),
+         (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 1))),
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",
-         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 1),)),
+         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 35),)),
     Rule("startup.orphans_of_other_boots", S000, "Cancellation, mutation, and recovery",
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
          ("liveness", "effect_under_claim", "settlement_fenced"), ("crashloop",),
-         (_b("orphan_own_boot", "crashloop", 8),)),
+         (_b("orphan_own_boot", "crashloop", 2),)),
+    Rule("startup.cleanup_best_effort", S000, "Cancellation, mutation, and recovery",
+         "checkpoint deletion of terminal Runs is best-effort debt: a failed deletion never "
+         "aborts startup and is retried until paid",
+         ("cleanup_never_blocks", "checkpoint_released"), ("crashloop",),
+         (_b("cleanup_blocks_startup", "crashloop", 1),)),
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",
@@ -157,7 +162,7 @@ RULES: tuple[Rule, ...] = (
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "
          "provider effect per idempotency identity",
-         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 1),)),
+         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 37),)),
     Rule("service.key_payload", S000, "Service job attempts",
          "a changed payload under a used idempotency key is refused and never reaches the "
          "provider",
