@@ -71,13 +71,13 @@ RULES: tuple[Rule, ...] = (
          ("held_released_by_hook",), ("basic",), (_b("retention_after_release", "basic", 1),)),
     Rule("admission.session_fence", S000, "Admission and exact claim",
          "a Bridge session has at most one nonterminal Run; a second admission is refused",
-         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 13),)),
+         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 24),)),
     Rule("outbox.published_has_job", S000, "Admission and exact claim",
          "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
          ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 9),)),
     Rule("outbox.forward_only", S000, "Admission and exact claim",
          "a delivery only moves forward; a SETTLED or FAILED delivery never reopens",
-         ("delivery_never_reopens",), ("basic",), (_b("closed_delivery_reopened", "basic", 1),)),
+         ("delivery_never_reopens",), ("basic",), (_b("closed_delivery_reopened", "basic", 5),)),
     Rule("outbox.hop_key_identity", S000, "Admission and exact claim",
          "run:<id>:<seq> names exactly one generation; a finished key is never published again, "
          "a new generation takes a fresh sequence",
@@ -86,7 +86,7 @@ RULES: tuple[Rule, ...] = (
     Rule("claim.exact", S000, "Admission and exact claim",
          "a claim moves only a QUEUED Run at exactly the delivered sequence, from PENDING or "
          "PUBLISHED, once; a stale or duplicate delivery is skipped",
-         ("claim_is_exact", "single_claim"), ("basic",), (_b("claim_fence", "basic", 3),)),
+         ("claim_is_exact", "single_claim"), ("basic",), (_b("claim_fence", "basic", 4),)),
     Rule("claim.started_at_stable", S000, "Admission and exact claim",
          "started_at is written by the first claim only; a resume claim keeps it",
          ("started_at_stable",), ("consent",), (_b("started_at_rewritten", "consent", 1),)),
@@ -148,12 +148,12 @@ RULES: tuple[Rule, ...] = (
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
          ("liveness", "effect_under_claim", "settlement_fenced"), ("crashloop",),
-         (_b("orphan_own_boot", "crashloop", 2),)),
+         (_b("orphan_own_boot", "crashloop", 3),)),
     Rule("startup.cleanup_best_effort", S000, "Cancellation, mutation, and recovery",
          "checkpoint deletion of terminal Runs is best-effort debt: a failed deletion never "
          "aborts startup and is retried until paid",
          ("cleanup_never_blocks", "checkpoint_released"), ("crashloop",),
-         (_b("cleanup_blocks_startup", "crashloop", 1),)),
+         (_b("cleanup_blocks_startup", "crashloop", 3),)),
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",

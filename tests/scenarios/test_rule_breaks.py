@@ -64,3 +64,20 @@ def test_the_sweep_stops_at_the_first_catching_seed_and_reports_survivors() -> N
     assert survived.other == {"broker_priority": 2}
     assert [r.name for r in report.survivors] == ["doctrine_priority"]
     assert report.median_seeds() == 1
+
+
+def test_harness_rules_prints_the_catalogue_and_exits_0_without_gaps() -> None:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "rules", "--json", "-"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["total"] == len(RULES) and doc["gaps"] == {}
+    assert doc["complete"] + doc["unobservable"] == doc["total"]
+    plain = subprocess.run([sys.executable, "-m", "harness.cli", "rules"],
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0
+    assert "shutdown.order" in plain.stdout and "unobservable" in plain.stdout
