@@ -98,14 +98,12 @@ async def _no_session_fence(self: RunEngine, intent: Intent, run_id: UUID | None
 
 async def _publish_marks_on_failure(self: RunEngine, delivery: RunDelivery) -> RunDelivery:
     """A publish that records PUBLISHED even when the broker never took the job."""
-    with contextlib.suppress(BrokerUnavailable):
-        await self.deps.broker.publish(
-            delivery.queue, delivery.key, run_id=delivery.run_id, seq=delivery.seq,
-            priority=delivery.broker_priority, heartbeat=120,
-        )
+    result = await _ORIGINAL_PUBLISH(self, delivery)
+    if result.state is not DeliveryState.PENDING:
+        return result
     marked = await self.deps.ledger.mark_published(
         delivery.run_id, delivery.seq, self.deps.clock.now())
-    return marked or delivery
+    return marked or result
 
 
 async def _mark_published_any_state(
@@ -334,6 +332,7 @@ def _prepare_ignores_payload(
 
 
 _ORIGINAL_CLAIM = MemoryLedger.claim_delivery
+_ORIGINAL_PUBLISH = RunEngine.publish
 _ORIGINAL_SETTLE = MemoryLedger.settle_run
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_RELAY_ORPHAN = Relays._orphan

@@ -140,6 +140,11 @@ RULES: tuple[Rule, ...] = (
          "agent job, service attempt and pending consent is contained",
          ("cancelled_after_containment",), ("cancel",),
          (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 1))),
+    Rule("cancel.late_job_fenced", S000, "Cancellation, mutation, and recovery",
+         "a publisher that lost its acknowledgement behind a cancellation aborts the job it "
+         "may have landed, so no live hop job outlives its Run's cancellation",
+         ("late_job_fenced", "no_live_job_after_terminal"), ("cancel",),
+         (_b("late_job_left_queued", "cancel", 1),)),
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",
