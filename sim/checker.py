@@ -131,8 +131,9 @@ INVARIANTS: dict[str, Invariant] = {
                   "the caller's retention hook completed", "seed 000 'Admission and exact claim'"),
         Invariant("published_has_job", "a delivery is marked PUBLISHED only while the broker "
                   "holds a job of exactly its hop key", "seed 000 'Admission and exact claim'"),
-        Invariant("fresh_key_new_job", "a hop key whose broker job finished is never published "
-                  "again: a new generation takes a fresh sequence",
+        Invariant("fresh_key_new_job", "a publisher publishes only the Run's current "
+                  "generation: once a fresh sequence exists, the superseded hop key is never "
+                  "published again",
                   "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
@@ -508,9 +509,10 @@ class Checker:
                 "cleanup_never_blocks", f"boot {boot} aborted startup because a checkpoint "
                 "could not be deleted", boot=boot))
 
-    def on_publish(self, key: str, created: bool) -> None:
-        """After every broker publish (created: a new job; else deduplicated)."""
-        self._guarded(lambda: delivery_checks.finished_key_not_republished(self, key, created))
+    def on_publish(self, key: str, run_id: UUID, seq: int) -> None:
+        """As a publisher issues a broker publish (before it lands)."""
+        self._guarded(lambda: delivery_checks.publish_names_current_generation(
+            self, key, run_id, seq))
 
     # -- effects ----------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Seed 000_81a5c720b14d934a.txt, "Admission and exact claim" and
 (HELD -> PENDING -> PUBLISHED -> CLAIMED -> SETTLED, FAILED from any open
 state) and a closed one never reopens; PUBLISHED records an acknowledged
 broker job of exactly that hop key; a hop key whose job has finished is
-never published again (a new generation needs a fresh sequence); an
+never published again once a fresh sequence exists; an
 idempotency key returns its Run only for the very content it admitted.
 
 Like the rest of the checker these read only durable records, the broker's
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from runtime.models import DeliveryState, Intent, RunDelivery
 
@@ -94,16 +95,17 @@ def published_has_job(checker: Checker, prev: RunDelivery | None, d: RunDelivery
                      "work", delivery=_brief(d))
 
 
-def finished_key_not_republished(checker: Checker, key: str, created: bool) -> None:
-    """`fresh_key_new_job`: a publish that the broker deduplicated against a finished
-    job means a finished generation's hop key was published again, where a fresh
-    sequence (and so a new job) was due."""
-    if created:
-        return
-    job = checker.world.broker.jobs.get(key)
-    if job is not None and job.info.status.finished:
-        checker.fail("fresh_key_new_job", f"hop key {key} published again after its job "
-                     f"{job.info.status.value}", key=key)
+def publish_names_current_generation(checker: Checker, key: str, run_id: UUID,
+                                     seq: int) -> None:
+    """`fresh_key_new_job`: a publish is issued for the Run's current sequence only. Once
+    rotation or a return allocated a fresh sequence, publishing the superseded key (which
+    the broker would deduplicate against its finished job) leaves the new generation
+    without a job. Checked when the publish is issued, so a publish still in flight that
+    lands after a rotation is not mistaken for one."""
+    run = checker.world.ledger.run_table.get(run_id)
+    if run is not None and run.seq > seq:
+        checker.fail("fresh_key_new_job", f"hop key {key} published while the Run is at "
+                     f"sequence {run.seq}", key=key)
 
 
 def replay_matches_content(checker: Checker) -> None:

@@ -174,6 +174,7 @@ class SimBroker(_Guarded):
         self, queue: str, key: str, *, run_id: UUID, seq: int, priority: int, heartbeat: int
     ) -> bool:
         self.boot.check_alive()
+        self.world.checker.on_publish(key, run_id, seq)
         fault, amount = self._fire("broker.publish", PUBLISH)
         if fault is FaultKind.PUBLISH_FAIL:
             raise BrokerUnavailable(f"injected publish failure for {key}")
@@ -190,7 +191,6 @@ class SimBroker(_Guarded):
                               key=key, priority=priority)
         if created:
             self.world.checker.on_job_landed(key, run_id, seq, self.boot.number)
-        self.world.checker.on_publish(key, created)
         if fault is FaultKind.ACK_LOST:
             raise BrokerUnavailable(f"injected lost acknowledgement for {key}")
         return created

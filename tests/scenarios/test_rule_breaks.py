@@ -1,10 +1,11 @@
 """The rule catalogue (sim.rules): complete, consistent with the code, and every
 break it names is caught by its rule's invariants (issue M9).
 
-Each break runs at the seed the catalogue records as its first catching swarm
-seed (one simulation), and the same seed must hold without the break, so the
-violation is the break's and not the seed's. The gate's break sweep measures
-seeds-to-detection from the start of the range; this keeps CI to two runs a break.
+Each break runs from the seed the catalogue records as its first catching swarm
+seed until a seed catches it (usually that one), and the same seed must hold
+without the break, so the violation is the break's and not the seed's. The
+gate's break sweep measures seeds-to-detection from the start of the range; this
+keeps CI to about two runs a break.
 """
 
 from __future__ import annotations
@@ -44,12 +45,24 @@ def test_rule_ids_are_unique_and_unobservable_rules_name_a_covering_test() -> No
             assert rule.covered_by and not rule.breaks, rule.id
 
 
+SCAN = 25
+"""Seeds tried from the catalogue's hint on: workloads change (other scenarios' draws
+move), so the hint may drift; a break still uncaught SCAN seeds later fails."""
+
+
 @pytest.mark.parametrize(("rule", "ref"), CASES)
 def test_each_break_is_caught_by_its_rules_invariant(rule: Rule, ref: BreakRef) -> None:
-    broken = run_simulation(ref.seed, ref.scenario, "swarm", break_name=ref.name)
-    assert broken.invariant in rule.invariants, (broken.invariant, broken.violation)
-    clean = run_simulation(ref.seed, ref.scenario, "swarm")
-    assert clean.ok, (clean.invariant, clean.violation, clean.error)
+    seen = []
+    for seed in range(ref.seed, ref.seed + SCAN):
+        broken = run_simulation(seed, ref.scenario, "swarm", break_name=ref.name)
+        if broken.invariant in rule.invariants:
+            break
+        seen.append((seed, broken.invariant))
+    else:
+        raise AssertionError(f"{ref.name} not caught by {rule.invariants} from seed "
+                             f"{ref.seed} on: {seen}")
+    clean = run_simulation(seed, ref.scenario, "swarm")
+    assert clean.ok, (seed, clean.invariant, clean.violation, clean.error)
 
 
 def test_the_sweep_stops_at_the_first_catching_seed_and_reports_survivors() -> None:
