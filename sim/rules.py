@@ -145,6 +145,22 @@ RULES: tuple[Rule, ...] = (
          "may have landed, so no live hop job outlives its Run's cancellation",
          ("late_job_fenced", "no_live_job_after_terminal"), ("cancel",),
          (_b("late_job_left_queued", "cancel", 1),)),
+    Rule("cancel.reread_repairs_evidence", S000, "Cancellation, mutation, and recovery",
+         "cancelling an already CANCELLED Run again repeats the sweep and leaves its terminal "
+         "Step in place, writing it if it is missing",
+         ("reread_repairs_evidence",), ("cancel",), (_b("reread_skips_evidence", "cancel", 1),)),
+    Rule("cancel.terminal_step_once", S000, "Events, settlement, and waits",
+         "the canceller's terminal Step is written once, never teed through a hop's writer "
+         "as a second terminal event",
+         ("terminal_step_at_most_once",), ("skewed_sweep",),
+         (_b("duplicate_cancelled_step", "skewed_sweep", 1),)),
+    Rule("startup.prepark_binds_run", S003, "Return makes a new claim",
+         "startup parks a pre-park window only for the checkpoint of that very Run and hop",
+         ("prepark_binds_run",), ("misfiled_stasis",),
+         (_b("prepark_any_run", "misfiled_stasis", 1),)),
+    Rule("claim.pinned_pattern", S003, "Return makes a new claim",
+         "a hop runs the Pattern version pinned at admission; a failure names its real cause",
+         ("failure_has_cause",), ("basic",), (_b("pin_misread", "basic", 1),)),
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",
