@@ -104,7 +104,7 @@ RULES: tuple[Rule, ...] = (
     Rule("events.terminal_evidence", S000, "Events, settlement, and waits",
          "every terminal Run ends with exactly one terminal Step; startup repairs a missing one "
          "and never adds a second",
-         ("terminal_evidence_once",), ("crashloop",),
+         ("terminal_evidence_once", "terminal_step_at_most_once"), ("crashloop",),
          (_b("evidence_repaired_twice", "crashloop", 1),)),
     Rule("events.subscriber_order", S000, "Events, settlement, and waits",
          "each subscriber sees a Run's events in cursor order, gaps only at a resync boundary, "
