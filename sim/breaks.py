@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from runtime import retry
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
@@ -183,6 +184,9 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "reread_skips_evidence": (Canceller, "_reread", _reread_without_evidence),
     "prepark_any_run": (orphans, "binds_window", _window_of_any_run),
     "pin_misread": (Worker, "_execute", _misread_pin),
+    # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
+    # database restart outlasts it and the hop fails its Run (issue M11).
+    "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 

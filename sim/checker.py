@@ -135,6 +135,10 @@ INVARIANTS: dict[str, Invariant] = {
                   "generation: once a fresh sequence exists, the superseded hop key is never "
                   "published again",
                   "seed 000 'Cancellation, mutation, and recovery'"),
+        Invariant("transient_never_fails_a_run", "a transient storage error (a blip shorter "
+                  "than the retry bound) never ends a Run FAILED: the hop retries it, for its "
+                  "effect may already have happened", "seed 000 'Cancellation, mutation, and "
+                  "recovery' (FAILED claims containment); issue M11"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
                   "CANCELLING remains", "DESIGN section 6"),
@@ -263,6 +267,7 @@ class Checker:
                       before=_brief(prev), after=_brief(run))
         if run.status.terminal and not prev.status.terminal:
             self._check_settlement(prev, run)
+            self._check_failure_cause(run)
         if run.status is RunStatus.FAILED and prev.status is not RunStatus.FAILED:
             self.outcome_checks.run_failed(prev, run)
         if run.status is RunStatus.DONE and prev.status is not RunStatus.DONE:
@@ -319,6 +324,13 @@ class Checker:
                 run = self.world.ledger.run_table.get(run_id)
                 self.fail("reread_repairs_evidence", f"Run {run_id} re-read CANCELLED without "
                           "its terminal Step", run=_brief(run))
+
+    def _check_failure_cause(self, run: Run) -> None:
+        # Only the injected blips say this: outages end within max_outage_s, well
+        # inside runtime.retry.RETRY_BUDGET_S, so a correct hop outlasts them.
+        if run.status is RunStatus.FAILED and "LedgerUnavailable" in (run.error or ""):
+            self.fail("transient_never_fails_a_run", f"Run {run.id} FAILED by a transient "
+                      f"storage error: {run.error}", run=_brief(run))
 
     def _check_containment(self, run: Run) -> None:
         d = self.world.ledger.delivery_table.get((run.id, run.seq))

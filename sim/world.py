@@ -28,7 +28,7 @@ from runtime.app.profiles import build_vessel
 from runtime.errors import ProcessCrashed
 from runtime.patterns import default_registry
 from runtime.registry import WorkflowRegistry
-from runtime.retry import RetryingLedger
+from runtime.retry import retried
 from runtime.seams import Deps, Ledger
 from runtime.service import ServiceAttemptStore, ServiceContext
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
@@ -74,7 +74,7 @@ class Boot(Incarnation):
         self.deps = Deps(
             clock=world.clock,
             entropy=world.entropy,
-            ledger=cast(Ledger, RetryingLedger(SimLedger(self, world.ledger), world.entropy)),
+            ledger=cast(Ledger, retried(SimLedger(self, world.ledger), world.entropy)),
             broker=SimBroker(self, world.broker),
             faults=SimFaultPoints(self),
             effects=SimEffects(self, world.effects),
@@ -243,6 +243,8 @@ class World:
     stuck_checkpoints: set[str] = field(default_factory=set)
     """Runs whose checkpoint deletion fails until heal (FaultKind.CHECKPOINT_STUCK)."""
     shutting_down: bool = False
+    ledger_down_until: float = 0.0
+    """Virtual time until which the database is unreachable (FaultKind.LEDGER_OUTAGE)."""
     background: anyio.abc.TaskGroup | None = None
     """The simulation's own task group: actors that outlive a scenario phase run here."""
     checker: Checker = field(init=False)

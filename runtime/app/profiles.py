@@ -25,6 +25,7 @@ is imported only when that profile is used.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,6 +43,7 @@ from runtime.faults import NoFaults
 from runtime.jobs.store import JobStore
 from runtime.patterns import default_registry
 from runtime.registry import QueueRouter, WorkflowRegistry
+from runtime.retry import retried
 from runtime.seams import (
     AgentRuntime,
     Broker,
@@ -222,6 +224,8 @@ async def postgres_vessel(
                 else ServiceContext(store=service_store, driver=service_driver,
                                     clock=SystemClock(), faults=faults or NoFaults()),
             )
+            # A database blip is retried within RETRY_BUDGET_S, never a FAILED Run.
+            deps = dataclasses.replace(deps, ledger=retried(deps.ledger, deps.entropy))
             yield build_vessel(deps, registry=registry, router=router, concurrency=concurrency)
         except BaseException as exc:
             leaving = exc

@@ -25,6 +25,7 @@ from runtime import faults
 from runtime.engine import RunEngine
 from runtime.graph.transitions import AwaitService
 from runtime.models import Run, RunDelivery, RunStatus
+from runtime.retry import retrying
 from runtime.seams import Deps
 from runtime.service.attempts import ServiceContext, new_attempt, reconcile, submit
 from runtime.service.errors import ServiceError
@@ -77,7 +78,10 @@ async def terminal_owner(deps: Deps, run: Run, attempt_id: UUID) -> ServiceJobAt
     """The attempt a resumed hop reads: terminal and owned by exactly this Run."""
     if deps.services is None or run.service_attempt_id != attempt_id:
         return None
-    attempt = await deps.services.store.get(attempt_id)
+    store = deps.services.store
+    # A read: retried through a blip, for a resumed hop whose attempt already
+    # succeeded must not fail its Run on a connection error (issue M11).
+    attempt = await retrying(deps.entropy, lambda: store.get(attempt_id))
     if attempt is None or attempt.owner.run_id != run.id or not attempt.state.terminal:
         return None
     return attempt

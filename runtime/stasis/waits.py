@@ -26,6 +26,7 @@ from runtime.graph.transitions import AwaitConsent, AwaitDelegate, AwaitService,
 from runtime.hop import HopContext
 from runtime.models import AgentJob, Consent, RunStatus, Settlement
 from runtime.registry import Pattern
+from runtime.retry import retrying
 from runtime.stasis import service
 
 MAX_CONSENT_ROUNDS = 3
@@ -125,7 +126,11 @@ class Waits:
         if not await self._save(self._pending(t.then, state, service_attempt_id=attempt_id)):
             return FENCED
         await deps.faults.point(faults.SERVICE_CHECKPOINT_SAVED, run_id=run.id)
-        await deps.services.store.prepare(service.attempt_for(deps, run, seq, attempt_id, t))
+        # prepare is idempotent for the same attempt: a storage blip is retried,
+        # never turned into a FAILED Run (issue M11).
+        attempt = service.attempt_for(deps, run, seq, attempt_id, t)
+        store = deps.services.store
+        await retrying(deps.entropy, lambda: store.prepare(attempt))
         if await deps.ledger.park_service(run.id, seq, attempt_id, deps.clock.now()) is None:
             return FENCED  # the PREPARED attempt was never sent; containment settles it
         await deps.faults.point(faults.SERVICE_PARKED, run_id=run.id)

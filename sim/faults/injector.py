@@ -49,6 +49,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.ACTOR_LATE: "actor_late_per_call",
     FaultKind.STEP_STALL: "step_stall_per_append",
     FaultKind.STEP_APPEND_FAIL: "step_fail_per_append",
+    FaultKind.LEDGER_OUTAGE: "outage_per_transaction",
     FaultKind.WORKER_CRASH: "worker_crash_per_call",
     FaultKind.WORKER_STALL: "worker_stall_per_call",
     FaultKind.LATE_RESULT: "late_result_per_stage",
@@ -90,6 +91,8 @@ class Injector:
             return round(self.rng.uniform(0.0, self.options.publish_in_flight_s), 3)
         if kind is FaultKind.DELAYED_DELIVERY:
             return round(self.rng.uniform(0.0, self.options.max_delivery_delay_s), 3)
+        if kind is FaultKind.LEDGER_OUTAGE:
+            return round(self.rng.uniform(1.0, max(1.0, self.options.max_outage_s)), 3)
         if kind is FaultKind.STEP_STALL:
             return round(self.rng.uniform(0.0, self.options.max_stall_s), 3)
         if kind in (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_LATE):

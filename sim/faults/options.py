@@ -72,6 +72,13 @@ class FaultOptions(BaseModel):
         default=0.0, ge=0, le=1, description="a Step append fails before commit"
     )
     max_stall_s: float = Field(default=20.0, ge=0)
+    outage_per_transaction: float = Field(
+        default=0.0, ge=0, le=1,
+        description="the database becomes unreachable (every call fails) for up to max_outage_s",
+    )
+    max_outage_s: float = Field(
+        default=20.0, ge=0, description="shorter than runtime.retry.RETRY_BUDGET_S: a blip"
+    )
     # -- worker processes: leased jobs (seed 004) and service attempts (seed 000) --
     worker_crash_per_call: float = Field(
         default=0.0, ge=0, le=1,
@@ -131,6 +138,7 @@ class FaultOptions(BaseModel):
             (FaultKind.ACTOR_LATE, self.actor_late_per_call),
             (FaultKind.STEP_STALL, self.step_stall_per_append),
             (FaultKind.STEP_APPEND_FAIL, self.step_fail_per_append),
+            (FaultKind.LEDGER_OUTAGE, self.outage_per_transaction),
             (FaultKind.WORKER_CRASH, self.worker_crash_per_call),
             (FaultKind.WORKER_STALL, self.worker_stall_per_call),
             (FaultKind.LATE_RESULT, self.late_result_per_stage),
@@ -174,6 +182,7 @@ DEFAULT = FaultOptions(
     service_ack_lost_per_call=0.1,
     service_timeout_per_call=0.05,
     checkpoint_stuck_per_delete=0.02,
+    outage_per_transaction=0.002,
 )
 
 PROFILES = ("calm", "default", "swarm")
@@ -221,6 +230,7 @@ def swarm(rng: random.Random, more: random.Random | None = None) -> FaultOptions
         service_timeout_per_call=maybe(0.2, extra),
         # Drawn last, from `more`: adding it changed no earlier draw of any seed.
         checkpoint_stuck_per_delete=maybe(0.3, extra),
+        outage_per_transaction=maybe(0.01, extra),
     )
 
 

@@ -33,6 +33,8 @@ class FaultKind(enum.StrEnum):
     ACTOR_LATE = "actor_late"
     STEP_STALL = "step_stall"
     STEP_APPEND_FAIL = "step_append_fail"
+    LEDGER_OUTAGE = "ledger_outage"
+    """The database is unreachable for `amount` seconds from this call on (a restart)."""
     # Leased job workers (seed 004) and service attempts (seed 000, "Service job attempts").
     WORKER_CRASH = "worker_crash"
     WORKER_STALL = "worker_stall"

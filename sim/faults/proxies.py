@@ -20,6 +20,7 @@ from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
 from runtime.faults import CATALOGUE
+from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
 from sim.faults.plan import FaultKind
 
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-LEDGER_READ = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_LATENCY)
-LEDGER_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind.LEDGER_LATENCY)
+LEDGER_READ = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_LATENCY, FaultKind.LEDGER_OUTAGE)
+LEDGER_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind.LEDGER_LATENCY,
+                FaultKind.LEDGER_OUTAGE)
 PUBLISH = (FaultKind.PUBLISH_FAIL, FaultKind.ACK_LOST, FaultKind.DELAYED_DELIVERY)
 DELIVER = (FaultKind.DUPLICATE_DELIVERY,)
 STEP = (FaultKind.STEP_STALL, FaultKind.STEP_APPEND_FAIL)
@@ -94,12 +96,16 @@ class SimLedger(_Guarded):
         self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None
     ) -> T:
         self.boot.check_alive()
+        self._refuse_during_outage(name)
         if name == "append_step":
             await self._step_faults()
-        kinds = LEDGER_WRITE if write else LEDGER_READ
+        kinds = self._kinds(write)
         if name == "delete_checkpoint":
             kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
         fault, amount = self._fire(f"ledger.{name}", kinds)
+        if fault is FaultKind.LEDGER_OUTAGE:
+            self.world.ledger_down_until = anyio.current_time() + amount
+            self._refuse_during_outage(name)
         if name == "delete_checkpoint" and run_id is not None:
             self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
         if fault is FaultKind.LEDGER_LATENCY:
@@ -120,6 +126,23 @@ class SimLedger(_Guarded):
             stuck.add(run_id)
         if run_id in stuck and not self.world.injector.healed:
             raise CheckpointStuck(f"injected: the checkpoint of Run {run_id} cannot be deleted")
+
+    def _kinds(self, write: bool) -> tuple[FaultKind, ...]:
+        """A blip is one outage: the next may begin only RETRY_BUDGET_S after the
+        last ended, so back-to-back outages never add up to a long one."""
+        kinds = LEDGER_WRITE if write else LEDGER_READ
+        if anyio.current_time() < self.world.ledger_down_until + RETRY_BUDGET_S:
+            return tuple(k for k in kinds if k is not FaultKind.LEDGER_OUTAGE)
+        return kinds
+
+    def _refuse_during_outage(self, name: str) -> None:
+        """While the database is down every call fails before it reaches it,
+        whichever boot makes it; heal ends an outage at once."""
+        if self.world.injector.healed or anyio.current_time() >= self.world.ledger_down_until:
+            return
+        raise LedgerUnavailable(
+            f"database unreachable (outage until t={self.world.ledger_down_until:g}): {name}"
+        )
 
     async def _step_faults(self) -> None:
         """The Step writer's own faults: a stalled or a failed append."""

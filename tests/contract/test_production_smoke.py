@@ -92,3 +92,15 @@ async def test_postgres_profile_runs_echo_and_two_step_through_real_saq(
 
 async def test_memory_profile_runs_echo_and_two_step() -> None:
     await run_both_patterns(memory_vessel(concurrency={"runs": 2, "rites": 1}))
+
+
+async def test_the_postgres_profile_retries_its_ledger_like_the_simulator(
+    pg_vessel: Vessel,
+) -> None:
+    """Issue M11: the hop's ledger calls on PostgreSQL outlast a database blip
+    (runtime.retry), as the simulator's boots do: one wrapping for both."""
+    from runtime.retry import RetryingLedger
+
+    assert isinstance(pg_vessel.deps.ledger, RetryingLedger)
+    assert isinstance(pg_vessel.engine.deps.ledger, RetryingLedger)
+    assert isinstance(pg_vessel.worker.deps.ledger, RetryingLedger)

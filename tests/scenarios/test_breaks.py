@@ -94,3 +94,25 @@ def test_a_second_cancelled_step_teed_into_an_attached_hop_writer_is_caught() ->
                                         range(1, 20), "terminal_step_at_most_once")
     assert "(run.cancelled, run.cancelled)" in message
     assert run_simulation(seed, "skewed_sweep", "swarm").ok
+
+
+def test_a_hop_that_gives_up_on_a_database_blip_is_caught() -> None:
+    """Issue M11: the count-based retry bound (about 1.5 s) let a database
+    restart end a hop: its Run FAILED by the blip, or left RUNNING when the
+    settlement gave up too. Ledger outages in swarm make it observable."""
+    seed, invariant, _ = _first_violation("basic", "short_ledger_retry", range(1, 40))
+    assert invariant in ("transient_never_fails_a_run", "liveness")
+    assert run_simulation(seed, "basic", "swarm").ok  # the same seed holds with the bound
+
+
+def test_a_service_store_blip_never_fails_a_run() -> None:
+    """Issue M11: a transient error of the service attempt store during the hop
+    (prepare, or the resumed hop's read) failed the Run; found by the
+    transient_never_fails_a_run invariant on service_wait seeds 2-5."""
+    for seed in (2, 3, 4, 5):
+        result = run_simulation(seed, "service_wait", "swarm")
+        assert result.ok, (seed, result.violation)
+        fired = {pf.trigger.point for pf in result.fired.faults
+                 if pf.fault.value in ("ledger_transient", "ledger_ambiguous")
+                 and getattr(pf.trigger, "point", "").startswith("service.")}
+        assert fired, f"seed {seed} injected no service store fault"
