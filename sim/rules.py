@@ -71,10 +71,10 @@ RULES: tuple[Rule, ...] = (
          ("held_released_by_hook",), ("basic",), (_b("retention_after_release", "basic", 1),)),
     Rule("admission.session_fence", S000, "Admission and exact claim",
          "a Bridge session has at most one nonterminal Run; a second admission is refused",
-         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 24),)),
+         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 13),)),
     Rule("outbox.published_has_job", S000, "Admission and exact claim",
          "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
-         ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 9),)),
+         ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 8),)),
     Rule("outbox.forward_only", S000, "Admission and exact claim",
          "a delivery only moves forward; a SETTLED or FAILED delivery never reopens",
          ("delivery_never_reopens",), ("basic",), (_b("closed_delivery_reopened", "basic", 5),)),
@@ -144,11 +144,11 @@ RULES: tuple[Rule, ...] = (
          "a publisher that lost its acknowledgement behind a cancellation aborts the job it "
          "may have landed, so no live hop job outlives its Run's cancellation",
          ("late_job_fenced", "no_live_job_after_terminal"), ("cancel",),
-         (_b("late_job_left_queued", "cancel", 1),)),
+         (_b("late_job_left_queued", "cancel", 12),)),
     Rule("cancel.reread_repairs_evidence", S000, "Cancellation, mutation, and recovery",
          "cancelling an already CANCELLED Run again repeats the sweep and leaves its terminal "
          "Step in place, writing it if it is missing",
-         ("reread_repairs_evidence",), ("cancel",), (_b("reread_skips_evidence", "cancel", 1),)),
+         ("reread_repairs_evidence",), ("cancel",), (_b("reread_skips_evidence", "cancel", 2),)),
     Rule("cancel.terminal_step_once", S000, "Events, settlement, and waits",
          "the canceller's terminal Step is written once, never teed through a hop's writer "
          "as a second terminal event",
@@ -157,14 +157,14 @@ RULES: tuple[Rule, ...] = (
     Rule("startup.prepark_binds_run", S003, "Return makes a new claim",
          "startup parks a pre-park window only for the checkpoint of that very Run and hop",
          ("prepark_binds_run",), ("misfiled_stasis",),
-         (_b("prepark_any_run", "misfiled_stasis", 1),)),
+         (_b("prepark_any_run", "misfiled_stasis", 3),)),
     Rule("claim.pinned_pattern", S003, "Return makes a new claim",
          "a hop runs the Pattern version pinned at admission; a failure names its real cause",
          ("failure_has_cause",), ("basic",), (_b("pin_misread", "basic", 1),)),
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",
-         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 35),)),
+         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 39),)),
     Rule("startup.orphans_of_other_boots", S000, "Cancellation, mutation, and recovery",
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
@@ -178,7 +178,7 @@ RULES: tuple[Rule, ...] = (
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",
-         ("liveness",), ("basic",), (_b("relay_never_republishes", "basic", 9),)),
+         ("liveness",), ("basic",), (_b("relay_never_republishes", "basic", 8),)),
     # -- seed 000, "Service job attempts" ------------------------------------------------
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "
