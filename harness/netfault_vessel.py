@@ -53,6 +53,7 @@ from runtime.errors import BrokerUnavailable, LedgerUnavailable
 from runtime.events.model import TERMINAL_KINDS
 from runtime.faults import NoFaults
 from runtime.models import DeliveryState, Intent, LedgerDump, Run, RunStatus
+from runtime.retry import retried, unretried
 from runtime.seams import Broker, FaultPoints, Ledger
 
 log = logging.getLogger(__name__)
@@ -216,9 +217,12 @@ async def proxied_vessel(
         concurrency=concurrency,
         saq_settings=saq_settings or FAST_SAQ,
     ) as plain:
+        # The hook sits under the profile's retries: it sees (and logs) every
+        # real call that failed, including the ones a retry then outlasted.
+        hooked = injector.wrap_ledger(unretried(plain.deps.ledger))
         deps = dataclasses.replace(
             plain.deps,
-            ledger=injector.wrap_ledger(plain.deps.ledger),
+            ledger=retried(hooked, plain.deps.entropy),
             broker=injector.wrap_broker(plain.deps.broker),
             faults=injector,
         )
@@ -231,10 +235,11 @@ def next_boot(vessel: Vessel, boot_id: str, concurrency: dict[str, int] | None =
     Unwraps the injector's hooks; the caller must have stopped the previous
     boot's lanes (a new process would not share them either).
     """
-    ledger, broker = vessel.deps.ledger, vessel.deps.broker
+    ledger, broker = unretried(vessel.deps.ledger), vessel.deps.broker
     deps = dataclasses.replace(
         vessel.deps,
-        ledger=ledger._inner if isinstance(ledger, _Hooked) else ledger,
+        ledger=retried(ledger._inner if isinstance(ledger, _Hooked) else ledger,
+                       vessel.deps.entropy),
         broker=broker._inner if isinstance(broker, _Hooked) else broker,
         faults=NoFaults(),
         boot_id=boot_id,

@@ -64,6 +64,11 @@ def retried(ledger: Any, entropy: Entropy) -> Any:
     return ledger if isinstance(ledger, RetryingLedger) else RetryingLedger(ledger, entropy)
 
 
+def unretried(ledger: Any) -> Any:
+    """The ledger inside `retried` (for a harness that hooks each real call)."""
+    return ledger.inner if isinstance(ledger, RetryingLedger) else ledger
+
+
 class RetryingLedger:
     """A Ledger whose every transaction is retried on transient errors.
 
@@ -74,6 +79,10 @@ class RetryingLedger:
     def __init__(self, inner: Any, entropy: Entropy) -> None:
         self._inner = inner
         self._entropy = entropy
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)

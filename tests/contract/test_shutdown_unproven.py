@@ -32,6 +32,7 @@ from runtime.hop import HopContext
 from runtime.models import Intent, Run, RunStatus
 from runtime.patterns import default_registry
 from runtime.registry import Node, Pattern
+from runtime.retry import unretried
 
 pytestmark = pytest.mark.anyio
 
@@ -95,7 +96,7 @@ async def retained(stubborn: Stubborn) -> AsyncIterator[list[Vessel]]:
         services = vessel.deps.services
         if services is not None:
             await services.store.close()  # type: ignore[attr-defined]
-        ledger = vessel.deps.ledger
+        ledger = unretried(vessel.deps.ledger)  # the profile retries its ledger (M11)
         assert isinstance(ledger, PostgresLedger)
         await ledger.close()
 
