@@ -199,14 +199,23 @@ def broken(name: str | None) -> Iterator[None]:
     if name not in BREAKS:
         raise KeyError(f"unknown break {name!r}; known: {', '.join(BREAKS)}")
     patches = [BREAKS[name], *COMPANIONS.get(name, [])]
-    originals = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+    # Remember what the owner itself held: an inherited method (MemoryLedger's
+    # readmit_after_service lives on WaitsMixin) is restored by deleting the
+    # patch, never by copying it onto the owner, which would shadow the base
+    # class for every later patch of it in the same process.
+    missing = object()
+    originals = [(owner, attr, vars(owner).get(attr, missing)) if isinstance(owner, type)
+                 else (owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
     for owner, attr, replacement in patches:
         setattr(owner, attr, replacement)
     try:
         yield
     finally:
         for owner, attr, original in reversed(originals):
-            setattr(owner, attr, original)
+            if original is missing:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
 
 
 def from_env() -> str | None:

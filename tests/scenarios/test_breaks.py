@@ -116,3 +116,16 @@ def test_a_service_store_blip_never_fails_a_run() -> None:
                  if pf.fault.value in ("ledger_transient", "ledger_ambiguous")
                  and getattr(pf.trigger, "point", "").startswith("service.")}
         assert fired, f"seed {seed} injected no service store fault"
+
+
+def test_a_break_of_an_inherited_method_leaves_the_class_as_it_was() -> None:
+    """sim.breaks restores an inherited method by removing its patch: copying the
+    base's function onto the subclass would shadow later patches of the base
+    (test_service_waits patched WaitsMixin after service_resumed_unfinished ran)."""
+    from runtime.adapters.memory import MemoryLedger
+    from sim.breaks import broken
+
+    assert "readmit_after_service" not in vars(MemoryLedger)
+    with broken("service_resumed_unfinished"):
+        assert "readmit_after_service" in vars(MemoryLedger)
+    assert "readmit_after_service" not in vars(MemoryLedger)
