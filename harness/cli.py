@@ -627,7 +627,8 @@ def scenarios() -> None:
     table.add_column("name", overflow="fold")
     table.add_column("what it drives", overflow="fold")
     for s in SCENARIOS.values():
-        table.add_row(s.name, " ".join(s.description.split()))
+        note = f" [not in 'all': {s.quarantined}]" if s.quarantined else ""
+        table.add_row(s.name, " ".join(s.description.split()) + note)
     out.print(table)
 
 

@@ -24,6 +24,9 @@ class Scenario:
     vessel: bool = True
     """Whether the world boots Vessel incarnations. Scenarios of standalone worker
     processes (leased jobs, service attempts) run their own processes instead."""
+    quarantined: str | None = None
+    """Why this scenario is left out of `all`: a liveness gap it exposes that is
+    known and not yet fixed. It still runs by name (replays, breaks, the rules)."""
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -38,7 +41,7 @@ def resolve(spec: str) -> list[Scenario]:
     """`name`, `a,b,c` or `all` -> scenarios; KeyError names the unknown one."""
     _load_builtin()
     if spec == "all":
-        return [SCENARIOS[n] for n in sorted(SCENARIOS)]
+        return [SCENARIOS[n] for n in sorted(SCENARIOS) if SCENARIOS[n].quarantined is None]
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise KeyError("no scenario named")

@@ -188,5 +188,9 @@ async def _skewed_sweeper(world: World, operator: Operator, until: float) -> Non
 
 
 SKEWED_SWEEP = register(
-    Scenario("skewed_sweep", _describe("skewed_sweep"), _skewed_drive, heal)
+    Scenario("skewed_sweep", _describe("skewed_sweep"), _skewed_drive, heal,
+             quarantined="a hop whose job a foreign sweeper aborted can stay RUNNING or "
+                         "AWAITING_HARDWARE in a live boot (no same-boot watchdog, seed 000 "
+                         "'Cancellation, mutation, and recovery'); liveness fails at swarm seeds "
+                         "94, 109, 174 and more")
 )
