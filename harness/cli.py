@@ -104,18 +104,25 @@ def _load_plan(path: Path) -> Any:
         _die(f"plan file {path} is not a valid fault plan: {first}")
 
 
+
+# Report options shared by `campaign` and `merge`: one declaration, one help text.
+JsonOut = Annotated[Path | None, typer.Option("--json", help="write the JSON report")]
+JunitOut = Annotated[Path | None, typer.Option(help="write JUnit XML")]
+HtmlOut = Annotated[Path | None, typer.Option(help="write an HTML campaign page")]
+RequireCoverage = Annotated[
+    bool, typer.Option(help="fail when a catalogued fault point never fired")
+]
+
 @app.command()
 def campaign(
     scenario: Annotated[str, typer.Option(help="a scenario, a comma list, or 'all'")] = "basic",
     seeds: Annotated[str, typer.Option(help="seed range: N-M, N, or a comma list")] = "1-100",
     profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
     jobs: Annotated[int, typer.Option(help="worker processes")] = 1,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the JSON report")] = None,
-    junit: Annotated[Path | None, typer.Option(help="write JUnit XML")] = None,
-    html: Annotated[Path | None, typer.Option(help="write an HTML campaign page")] = None,
-    require_coverage: Annotated[
-        bool, typer.Option(help="fail when a catalogued fault point never fired")
-    ] = False,
+    json_path: JsonOut = None,
+    junit: JunitOut = None,
+    html: HtmlOut = None,
+    require_coverage: RequireCoverage = False,
     progress_every: Annotated[float, typer.Option(
         help="off a terminal: a progress line every N seconds (0: none)")] = DEFAULT_EVERY_S,
     shard: Annotated[str | None, typer.Option(
@@ -208,12 +215,10 @@ def _replay_pages(rep: Any, page: Path) -> dict[tuple[str, int], str]:
 def merge(
     reports_in: Annotated[list[Path], typer.Argument(
         metavar="REPORT...", help="JSON reports of harness campaign --shard K/N")],
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the JSON report")] = None,
-    junit: Annotated[Path | None, typer.Option(help="write JUnit XML")] = None,
-    html: Annotated[Path | None, typer.Option(help="write an HTML campaign page")] = None,
-    require_coverage: Annotated[
-        bool, typer.Option(help="fail when a catalogued fault point never fired")
-    ] = False,
+    json_path: JsonOut = None,
+    junit: JunitOut = None,
+    html: HtmlOut = None,
+    require_coverage: RequireCoverage = False,
 ) -> None:
     """Combine shard reports into the report of the whole campaign (harness.merge)."""
     from harness.merge import MergeError
