@@ -105,6 +105,28 @@ def _load_plan(path: Path) -> Any:
 
 
 
+AppRef = Annotated[str | None, typer.Option(
+    "--app", help="your application instead of a scenario: module:attribute naming a "
+                  "harness.api.App (docs/api.md)")]
+
+
+def _app(ref: str, scenario: str | None) -> Any:
+    """The App `--app` names, built once to check it; any mistake is one line, exit 2."""
+    from harness.api import AppError, check_app, load_app
+
+    if scenario is not None:
+        _die("--app and --scenario exclude each other: an app brings its own workload")
+    try:
+        loaded = load_app(ref)
+        check_app(loaded)
+    except AppError as exc:
+        _die(str(exc))
+    except Exception as exc:
+        _die(f"--app {ref!r}: building the app raised {type(exc).__name__}: "
+             f"{' '.join(str(exc).split())}")
+    return loaded
+
+
 # Report options shared by `campaign` and `merge`: one declaration, one help text.
 JsonOut = Annotated[Path | None, typer.Option("--json", help="write the JSON report")]
 JunitOut = Annotated[Path | None, typer.Option(help="write JUnit XML")]
@@ -115,7 +137,9 @@ RequireCoverage = Annotated[
 
 @app.command()
 def campaign(
-    scenario: Annotated[str, typer.Option(help="a scenario, a comma list, or 'all'")] = "basic",
+    scenario: Annotated[str | None, typer.Option(
+        help="a scenario, a comma list, or 'all' [default: basic]")] = None,
+    app_ref: AppRef = None,
     seeds: Annotated[str, typer.Option(help="seed range: N-M, N, or a comma list")] = "1-100",
     profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
     jobs: Annotated[int, typer.Option(help="worker processes")] = 1,
@@ -128,12 +152,15 @@ def campaign(
     shard: Annotated[str | None, typer.Option(
         help="K/N: run only the K-th of N deterministic slices (combine with harness merge)")
     ] = None,
+    require_sometimes: Annotated[bool, typer.Option(
+        help="with --app: fail when a sometimes() assertion was never true")] = False,
 ) -> None:
-    """Run every seed of every scenario and report violations and coverage."""
+    """Run every seed of every scenario (or of --app) and report violations and coverage."""
     from sim.campaign import parse_seeds, parse_shard, run_campaign
     from sim.campaign import shard as slice_of
 
-    names = _scenarios(scenario)
+    target = _app(app_ref, scenario) if app_ref is not None else None
+    names = [target.name] if target is not None else _scenarios(scenario or "basic")
     _profile(profile)
     try:
         seed_list = parse_seeds(seeds)
@@ -148,30 +175,63 @@ def campaign(
     usage.prepare_outputs({"--json": json_path, "--junit": junit, "--html": html})
     from sim import breaks
 
-    work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
-    if part is not None:
-        work = slice_of(work, *part)
-    with Progress(err, progress_every) as progress:
-        progress.expect(len(work))
-        rep = run_campaign(work, jobs, progress.tick)
-    for r in rep.results:
-        r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
+    if target is not None:
+        rep = _app_campaign(target, seed_list, profile, jobs, part, progress_every)
+    else:
+        work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
+        if part is not None:
+            work = slice_of(work, *part)
+        with Progress(err, progress_every) as progress:
+            progress.expect(len(work))
+            rep = run_campaign(work, jobs, progress.tick)
+        for r in rep.results:
+            r["replay"] = replay_command(r["seed"], r["scenario"], r["profile"])
     _print_summary(rep, profile)
     doc = reports.campaign_json(rep, names, profile, require_coverage=require_coverage)
     if part is not None:
         doc["shard"] = f"{part[0]}/{part[1]}"
-    _finish(rep, doc, profile, json_path, junit, html)
+    if target is not None:
+        _report_sometimes(rep, doc, require_sometimes)
+    _finish(rep, doc, profile, json_path, junit, html, target)
+
+
+def _app_campaign(target: Any, seeds: list[int], profile: str, jobs: int,
+                  part: tuple[int, int] | None, progress_every: float) -> Any:
+    """The seeds (or this shard of them) of an app; each result names its replay."""
+    from harness.api.running import campaign_report
+    from sim.campaign import shard as slice_of
+
+    if part is not None:
+        seeds = [s for (s, *_) in slice_of([(s, "", "", None) for s in seeds], *part)]
+    with Progress(err, progress_every) as progress:
+        progress.expect(len(seeds))
+        try:
+            return campaign_report(target, seeds, profile, jobs, progress.tick)
+        except ValueError as exc:
+            _die(str(exc))
+
+
+def _report_sometimes(rep: Any, doc: dict[str, Any], required: bool) -> None:
+    """List sometimes() assertions no seed saw true; with `required`, they fail the run."""
+    from harness.api.running import never_true
+
+    missing = never_true(rep.results)
+    doc["sometimes_never_true"] = missing
+    if missing:
+        say(f"sometimes never true in any seed: {', '.join(missing)}")
+        if required:
+            doc["verdict"] = "fail"
 
 
 def _finish(rep: Any, doc: dict[str, Any], profile: str, json_path: Path | None,
-            junit: Path | None, html: Path | None) -> None:
+            junit: Path | None, html: Path | None, target: Any = None) -> None:
     """Write the reports, list the gaps and replays, print the verdict, exit 1 on fail."""
     if json_path:
         json_path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if junit:
         junit.write_text(reports.campaign_junit(rep, profile))
     if html:
-        html.write_text(reports.campaign_html(doc, _replay_pages(rep, html)))
+        html.write_text(reports.campaign_html(doc, _replay_pages(rep, html, target)))
     gaps = rep.gaps()
     if gaps:
         say(f"coverage gaps (catalogued points never fired): {', '.join(gaps)}")
@@ -193,8 +253,9 @@ def shrink_command(seed: int, scenario: str, profile: str) -> str:
             f"--profile {profile} --emit-test test_{scenario}_seed_{seed}.py")
 
 
-def _replay_pages(rep: Any, page: Path) -> dict[tuple[str, int], str]:
+def _replay_pages(rep: Any, page: Path, app_target: Any = None) -> dict[tuple[str, int], str]:
     """Write a replay page for each of the first violations; their hrefs for the campaign page."""
+    from harness.api import running
     from sim import breaks
     from sim.kernel import run_simulation
 
@@ -202,10 +263,17 @@ def _replay_pages(rep: Any, page: Path) -> dict[tuple[str, int], str]:
     links: dict[tuple[str, int], str] = {}
     for r in rep.failures[:REPLAY_PAGES]:
         seed, scenario, profile = r["seed"], r["scenario"], r["profile"]
-        result = run_simulation(seed, scenario, profile, break_name=breaks.from_env())
+        if app_target is not None:
+            result = running.simulate(app_target, seed, profile,
+                                      break_name=breaks.from_env()).sim_result()
+            commands = (running.replay_command(app_target, seed, profile),
+                        running.shrink_command(app_target, seed, profile))
+        else:
+            result = run_simulation(seed, scenario, profile, break_name=breaks.from_env())
+            commands = (replay_command(seed, scenario, profile),
+                        shrink_command(seed, scenario, profile))
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{scenario}-{seed}.html"
-        commands = replay_command(seed, scenario, profile), shrink_command(seed, scenario, profile)
         target.write_text(reports.replay_html(result, *commands))
         links[(scenario, seed)] = f"{folder.name}/{target.name}"
     return links
@@ -279,26 +347,34 @@ def _print_summary(rep: Any, profile: str) -> None:
 @app.command()
 def replay(
     seed: Annotated[str, typer.Option(help="the seed to replay")],
-    scenario: Annotated[str, typer.Option(help="the scenario")] = "basic",
+    scenario: Annotated[str | None, typer.Option(help="the scenario [default: basic]")] = None,
+    app_ref: AppRef = None,
     profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
     plan: Annotated[Path | None, typer.Option(help="replay exactly this fault plan")] = None,
     trace: Annotated[Path | None, typer.Option(help="write the trace (JSON lines)")] = None,
     html: Annotated[Path | None, typer.Option(help="write an HTML timeline")] = None,
 ) -> None:
-    """Re-run one seed; print its trace hash and verdict."""
+    """Re-run one seed (of a scenario or of --app); print its trace hash and verdict."""
+    from harness.api import running
     from sim.kernel import run_simulation
 
     n = _int(seed, "--seed")
-    name = _one_scenario(scenario)
+    target = _app(app_ref, scenario) if app_ref is not None else None
+    name = target.name if target is not None else _one_scenario(scenario or "basic")
     _profile(profile)
     fault_plan = _load_plan(plan) if plan else None
     usage.prepare_outputs({"--trace": trace, "--html": html})
-    result = run_simulation(n, name, profile, fault_plan)
+    if target is not None:
+        result = running.simulate(target, n, profile, fault_plan).sim_result()
+        commands = (running.replay_command(target, n, profile, plan),
+                    running.shrink_command(target, n, profile))
+    else:
+        result = run_simulation(n, name, profile, fault_plan)
+        commands = replay_command(n, name, profile, plan), shrink_command(n, name, profile)
     if trace:
         trace.write_text("".join(line + "\n" for line in result.trace_lines))
     if html:
-        html.write_text(reports.replay_html(
-            result, replay_command(n, name, profile, plan), shrink_command(n, name, profile)))
+        html.write_text(reports.replay_html(result, *commands))
     say(f"trace-hash: {result.trace_hash}")
     say(f"runs: {result.runs}  boots: {result.boots}  faults fired: "
               f"{len(result.fired.faults)}  virtual: {result.virtual_s:g}s")
@@ -307,14 +383,15 @@ def replay(
         return
     message = result.violation.message if result.violation else result.error
     say(f"verdict: {result.verdict} [{result.invariant}] {message}")
-    say(f"replay: {replay_command(n, name, profile, plan)}")
+    say(f"replay: {commands[0]}")
     raise typer.Exit(1)
 
 
 @app.command()
 def shrink(
     seed: Annotated[str, typer.Option(help="a failing seed")],
-    scenario: Annotated[str, typer.Option(help="the scenario")] = "basic",
+    scenario: Annotated[str | None, typer.Option(help="the scenario [default: basic]")] = None,
+    app_ref: AppRef = None,
     profile: Annotated[str, typer.Option(help="calm, default or swarm")] = "default",
     plan: Annotated[Path | None, typer.Option(help="shrink this plan instead")] = None,
     out_path: Annotated[Path | None, typer.Option("--out", help="where to write the plan")] = None,
@@ -326,10 +403,13 @@ def shrink(
     from sim.shrink import shrink as do_shrink
 
     n = _int(seed, "--seed")
-    name = _one_scenario(scenario)
+    target_app = _app(app_ref, scenario) if app_ref is not None else None
+    name = target_app.name if target_app is not None else _one_scenario(scenario or "basic")
     _profile(profile)
     start = _load_plan(plan) if plan else None
     usage.prepare_outputs({"--out": out_path, "--emit-test": emit_test})
+    if target_app is not None:
+        _shrink_app(target_app, n, profile, start, out_path, emit_test)
     result = do_shrink(n, name, profile, start)
     if result is None:
         say(f"seed {n} of {name} does not fail: nothing to shrink")
@@ -347,6 +427,30 @@ def shrink(
         emit_test.write_text(regression_test(n, name, profile, result))
         say(f"regression test: {emit_test}")
     say(f"replay: {replay_command(n, name, profile, target)}")
+    raise typer.Exit(1)
+
+
+def _shrink_app(target: Any, seed: int, profile: str, start: Any, out_path: Path | None,
+                emit_test: Path | None) -> NoReturn:
+    """`shrink --app`: the shrunk plan, and a regression test importing the app."""
+    from harness.api import regression_test as app_test
+    from harness.api import running
+
+    path = out_path or Path(f"shrunk-{target.name}-{seed}.json")
+    result = running.shrink(target, seed, profile, start, save_to=path)
+    if result is None:
+        say(f"seed {seed} of {target.name} does not fail: nothing to shrink")
+        raise typer.Exit(0)
+    say(f"invariant: {result.invariant}")
+    say(f"faults: {result.faults_before} -> {len(result.plan.faults)} in {result.attempts} runs")
+    for pf in result.plan.faults:
+        say(f"  {pf.describe()}")
+    say(f"plan: {path}")
+    if emit_test is not None:
+        emit_test.parent.mkdir(parents=True, exist_ok=True)
+        emit_test.write_text(app_test(target, result))
+        say(f"regression test: {emit_test}")
+    say(f"replay: {result.replay}")
     raise typer.Exit(1)
 
 

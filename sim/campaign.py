@@ -124,26 +124,33 @@ class CampaignReport:
 
 
 def iterate(
-    jobs: list[SeedJob], workers: int
+    jobs: list[Any], workers: int, run: Callable[[Any], dict[str, Any]] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Yield each seed's summary as it finishes, in completion order."""
+    """Yield each seed's summary as it finishes, in completion order.
+
+    `run` turns one job into its summary (default `run_one`, looked up at call
+    time); with several workers it must be a module-level function (it is pickled
+    into spawned processes).
+    """
+    run = run or run_one
     if workers <= 1:
         for job in jobs:
-            yield run_one(job)
+            yield run(job)
         return
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        yield from pool.map(run_one, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
+        yield from pool.map(run, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
 
 
 def run_campaign(
-    jobs: list[SeedJob], workers: int, on_result: Callable[[dict[str, Any]], None] | None = None
+    jobs: list[Any], workers: int, on_result: Callable[[dict[str, Any]], None] | None = None,
+    run: Callable[[Any], dict[str, Any]] | None = None,
 ) -> CampaignReport:
     import time
 
     started = time.perf_counter()
     report = CampaignReport()
-    for result in iterate(jobs, workers):
+    for result in iterate(jobs, workers, run):
         report.results.append(result)
         if on_result:
             on_result(result)

@@ -221,15 +221,29 @@ class Checker:
         """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
         self.outcome_checks = OutcomeChecks(self)
+        self.app_invariants: dict[str, Invariant] = {}
+        """Invariants of an application under test (harness.api), besides INVARIANTS."""
+        self.app_checks: list[Callable[[bool], None]] = []
+        """An application's checks: called after every committed write (False) and once
+        at the end (True); each reports through `fail` or `report`."""
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
-        assert invariant in INVARIANTS, invariant
+        self.report(invariant, message, **records)
+        raise _Stop
+
+    def report(self, invariant: str, message: str, **records: Any) -> None:
+        """Record a violation and stop the world, without unwinding the caller (for an
+        assertion in application code, which must not see the checker's exception)."""
+        assert invariant in INVARIANTS or invariant in self.app_invariants, invariant
         violation = Violation(invariant, message, records)
         if not self.violations:
             self.world.trace.emit("checker", "violation", invariant=invariant, message=message)
             self.world.request_stop()
         self.violations.append(violation)
-        raise _Stop
+
+    def _app_checks(self, final: bool) -> None:
+        for check in self.app_checks:
+            check(final)
 
     # -- after every committed write ------------------------------------------
 
@@ -240,6 +254,7 @@ class Checker:
             self._after_transaction()
             if name == "append_step":
                 self._check_terminal_steps()
+            self._app_checks(False)
 
     def _after_transaction(self) -> None:
         self.transactions += 1
@@ -562,6 +577,7 @@ class Checker:
                 self._check_no_live_job_after_terminal()
             self.job_checks.final(check_liveness)
             self.service_checks.final(check_liveness)
+            self._app_checks(True)
         except _Stop:
             pass
 

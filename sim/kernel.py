@@ -145,6 +145,8 @@ def run_simulation(
 
         async def entry() -> None:
             world = holder["world"] = World(seed=seed, streams=streams, injector=injector)
+            if spec.setup is not None:
+                spec.setup(world)
             with anyio.fail_after(WATCHDOG_S):
                 await _main(world, spec, outcome)
 

@@ -27,6 +27,9 @@ class Scenario:
     quarantined: str | None = None
     """Why this scenario is left out of `all`: a liveness gap it exposes that is
     known and not yet fixed. It still runs by name (replays, breaks, the rules)."""
+    setup: Callable[[World], None] | None = None
+    """Called once the world is built, before its first boot: an application under
+    test (harness.api) installs its registry, its external systems and its checks."""
 
 
 SCENARIOS: dict[str, Scenario] = {}

@@ -25,6 +25,8 @@ class Approver:
     world: World
     decided: set[UUID] = field(default_factory=set)
     not_before: dict[UUID, float] = field(default_factory=dict)
+    approve: float = 0.75
+    """Share of verdicts that approve (an application's workload may set its own)."""
 
     async def run(self, until: float | None = None) -> None:
         while until is None or anyio.current_time() < until:
@@ -49,7 +51,7 @@ class Approver:
                 if pf.fault in (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_LATE):
                     self.not_before[cid] = now + pf.amount
                     continue
-            approve = rng.random() < 0.75
+            approve = rng.random() < self.approve
             wrong = pf is not None and pf.fault is FaultKind.ACTOR_FAIL
             times = 2 if pf is not None and pf.fault is FaultKind.ACTOR_DUPLICATE else 1
             for _ in range(times):
