@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from harness import cli as harness_cli
 from harness.api import (
@@ -29,7 +30,9 @@ from harness.api import (
     unreachable,
 )
 from harness.api.probes import active
+from harness.strategies import app_hits, fault_plans
 from runtime.patterns import default_registry
+from sim.faults.plan import AtPoint
 from tests.unit import api_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,3 +142,50 @@ def test_the_cli_campaign_over_an_app_names_the_replay(tmp_path: Path) -> None:
     assert "harness replay --app tests.unit.api_app:flaky_app --seed 1 --profile calm" \
         in done.stdout
     assert '"sometimes_never_true": []' in out.read_text()
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_vessel_sim_fixture_fails_with_the_replay_and_the_shrunk_plan(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine='''
+        from tests.unit import api_app
+
+        def test_holds(vessel_sim):
+            assert vessel_sim(api_app.app).run(2).ok
+            vessel_sim(api_app.app).check([1, 2])
+
+        def test_flaky(vessel_sim):
+            vessel_sim(api_app.flaky_app).check([5, 6])
+    ''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--vessel-seeds", "1",
+                                "--vessel-profile", "calm")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*CampaignFailed: flaky_app: 1 of 1 seeds failed (calm); first: seed 1 violation "
+        "[[]letters before the third[]]*",
+        "*replay: harness replay --app tests.unit.api_app:flaky_app --seed 1 --profile calm",
+        "*shrunk plan (0 of 0 faults):*",
+        "*regression test: harness shrink --app tests.unit.api_app:flaky_app --seed 1*",
+    ])
+
+
+def test_a_bad_vessel_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine="def test_x(vessel_sim):\n    vessel_sim(None)\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--vessel-profile", "stormy")
+    assert "--vessel-profile 'stormy': expected one of calm, default, swarm" in \
+        result.stderr.str() + result.stdout.str()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=fault_plans(api_app.app))
+def test_plans_drawn_for_an_app_strike_only_points_it_hits(plan: FaultPlan) -> None:
+    hits, length = app_hits(api_app.app)
+    for pf in plan.faults:
+        if isinstance(pf.trigger, AtPoint):
+            assert 1 <= pf.trigger.nth <= hits[pf.trigger.point]
+        else:
+            assert pf.trigger.at <= length
+    result = simulate(api_app.app, 1, "calm", plan)
+    assert result.ok, result.explain()
