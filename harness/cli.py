@@ -631,6 +631,84 @@ def _receipt_options(db_prefix: str | None, ports: str | None) -> None:
 
 
 @app.command()
+def soak(
+    runs: Annotated[int, typer.Option(help="Runs to admit (mixed Patterns)")] = 200,
+    kill_every: Annotated[float, typer.Option(
+        help="SIGKILL a Vessel this often, in seconds (0: never)")] = 0.0,
+    pg_restarts: Annotated[int, typer.Option(
+        help="restart PostgreSQL this many times (the soak starts its own cluster)")] = 0,
+    vessels: Annotated[int, typer.Option(help="Vessels serving the one database")] = 1,
+    toxics: Annotated[list[str] | None, typer.Option(
+        help="a Toxiproxy toxic between the Vessels and PostgreSQL, kind[:attr=N,...] "
+             "(repeatable), e.g. latency:latency=20,jitter=5")] = None,
+    concurrency: Annotated[int, typer.Option(help="client threads")] = 8,
+    seed: Annotated[int, typer.Option(help="seeds the workload and the fault choices")] = 1,
+    settle_within: Annotated[float, typer.Option(
+        help="seconds every Run has to settle after the faults stop")] = 180.0,
+    recover_within: Annotated[float, typer.Option(
+        help="seconds a probe Run has to complete after each fault")] = 90.0,
+    out_dir: Annotated[Path, typer.Option("--out", help="report and Vessel logs")]
+    = Path("out/soak"),
+    dsn: Annotated[str | None, typer.Option(
+        help="a PostgreSQL server to create the soak database on")] = None,
+) -> None:
+    """Soak real Vessels on PostgreSQL under kills, restarts and toxics.
+
+    Exit 1 on any lost, duplicated, stuck or wrongly failed Run, or a fault
+    the system did not recover from; 2 on a usage or environment error.
+    """
+    from harness.pg import PostgresUnavailable
+    from harness.pg_cluster import ClusterUnavailable
+    from harness.receipts.process import ReceiptError
+    from harness.soak import SoakOptions, SoakUsageError, run_soak
+    from harness.soak.options import Toxic
+
+    try:
+        options = SoakOptions(
+            runs=runs, kill_every_s=kill_every, pg_restarts=pg_restarts, vessels=vessels,
+            toxics=tuple(Toxic.parse(t) for t in toxics or []), concurrency=concurrency,
+            seed=seed, settle_within_s=settle_within, recover_within_s=recover_within,
+            out_dir=out_dir, dsn=dsn,
+        )
+    except SoakUsageError as exc:
+        _die(str(exc))
+    usage.prepare_outputs({}, {"--out": out_dir})
+    try:
+        outcome = run_soak(options, say)
+    except (PostgresUnavailable, ClusterUnavailable) as exc:
+        _die(str(exc))
+    except ReceiptError as exc:
+        say(f"verdict: FAIL the soak could not keep its Vessels up: {exc}")
+        raise typer.Exit(1) from None
+    _print_soak(outcome, out_dir)
+    if not outcome.passed:
+        raise typer.Exit(1)
+
+
+def _print_soak(outcome: Any, out_dir: Path) -> None:
+    counts = outcome.counts
+    table = Table(title="soak")
+    table.add_column("outcome")
+    table.add_column("Runs", justify="right")
+    for name, value in counts.items():
+        table.add_row(name, str(value))
+    out.print(table)
+    for kind, figures in outcome.recovery.items():
+        say(f"recovery after {kind}: {figures['faults']} faults, p50 {figures['p50_s']} s, "
+            f"p99 {figures['p99_s']} s, max {figures['max_s']} s")
+    for what, examples in outcome.examples.items():
+        for example in examples:
+            say(f"  {what}: {example}")
+    bad = {k: v for k, v in counts.items() if v and k in (
+        "lost", "duplicated", "stuck", "failed_live", "failed_other", "invariants",
+        "unrecovered")}
+    verdict = "PASS" if outcome.passed else "FAIL"
+    detail = ", ".join(f"{v} {k}" for k, v in bad.items()) or "0 lost, 0 duplicated, 0 stuck"
+    say(f"verdict: {verdict} {counts.get('admitted', 0)} admitted, {detail} "
+        f"(report: {out_dir}/soak.json)")
+
+
+@app.command()
 def rules(
     json_path: Annotated[Path | None, typer.Option(
         "--json", help="write the catalogue as JSON ('-' for stdout)")] = None,
