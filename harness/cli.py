@@ -694,8 +694,10 @@ def _print_soak(outcome: Any, out_dir: Path) -> None:
         table.add_row(name, str(value))
     out.print(table)
     for kind, figures in outcome.recovery.items():
-        say(f"recovery after {kind}: {figures['faults']} faults, p50 {figures['p50_s']} s, "
-            f"p99 {figures['p99_s']} s, max {figures['max_s']} s")
+        say(f"recovery after {kind}: {figures['faults']} faults; serving again p50 "
+            f"{figures['p50_s']} s, p99 {figures['p99_s']} s, max {figures['max_s']} s; "
+            f"probe DONE p50 {figures['probe_done_p50_s']} s, "
+            f"p99 {figures['probe_done_p99_s']} s")
     for what, examples in outcome.examples.items():
         for example in examples:
             say(f"  {what}: {example}")

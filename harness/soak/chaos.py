@@ -3,8 +3,10 @@
 Kills come every `kill_every_s` seconds, each on a slot the seed chooses;
 PostgreSQL restarts come as the admissions pass evenly spaced marks, so
 they land inside the traffic however fast it runs. After every fault a
-probe `echo` Run is admitted and followed to DONE: the time from the
-fault to that DONE is the fault's recovery time.
+probe `echo` Run is admitted: the time from the fault until the system
+acknowledges it (durably admitted, so serving again) is the fault's
+recovery time; the time until that probe is DONE (it may queue behind the
+backlog the fault left) is reported beside it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class Fault:
     detail: str
     at_s: float
     recovered_s: float | None = None
+    """Fault to the probe's admission: the system serves again."""
+    completed_s: float | None = None
+    """Fault to the probe's DONE (includes the backlog ahead of it)."""
     probe_run: str | None = None
     note: str = ""
     boot: str | None = None
@@ -99,7 +104,7 @@ class Chaos:
 
     def _probe(self, client: httpx.Client, fault: Fault, started: float,
                url: str | None) -> None:
-        """Admit an `echo` Run and follow it to DONE; record the time since the fault."""
+        """Admit an `echo` Run and follow it to DONE; record both times since the fault."""
         key = f"soak-probe-{self.seed}-{len(self.faults)}"
         rng = random.Random(key)
         until = started + self.recover_within_s
@@ -115,12 +120,17 @@ class Chaos:
                     if run_id is not None:
                         self.probes.append(run_id)
                         fault.probe_run = run_id
+                        fault.recovered_s = round(time.monotonic() - started, 3)
+                        until = time.monotonic() + self.recover_within_s
                 elif self._status(client, target, run_id) == "DONE":
-                    fault.recovered_s = round(time.monotonic() - started, 3)
+                    fault.completed_s = round(time.monotonic() - started, 3)
                     return
             url = None  # after the first answer any live Vessel may serve the probe
             time.sleep(0.1)
-        fault.note = fault.note or f"no probe completed within {self.recover_within_s:g}s"
+        if fault.recovered_s is None:
+            fault.note = fault.note or f"no probe admitted within {self.recover_within_s:g}s"
+        else:  # admitted but slow: the settle phase decides whether it is stuck
+            fault.note = fault.note or f"probe not DONE {self.recover_within_s:g}s after admission"
 
     @staticmethod
     def _admit(client: httpx.Client, url: str, key: str) -> str | None:

@@ -126,17 +126,22 @@ def _outcomes(out: Tally, expected: list[str], runs: dict[str, Any],
 
 def _recovery(out: Tally, faults: list[Fault]) -> None:
     for kind in ("kill", "pg_restart"):
-        times = sorted(f.recovered_s for f in faults if f.kind == kind and f.recovered_s
-                       is not None)
-        missing = [f for f in faults if f.kind == kind and f.recovered_s is None]
-        for f in missing:
-            out.add("unrecovered", f"{f.detail} at {f.at_s}s: {f.note}")
-        out.recovery[kind] = {
-            "faults": len(times) + len(missing),
-            "p50_s": round(statistics.median(times), 3) if times else None,
-            "p99_s": round(_percentile(times, 0.99), 3) if times else None,
-            "max_s": round(times[-1], 3) if times else None,
-        }
+        mine = [f for f in faults if f.kind == kind]
+        for f in mine:
+            if f.recovered_s is None:
+                out.add("unrecovered", f"{f.detail} at {f.at_s}s: {f.note}")
+        times = sorted(f.recovered_s for f in mine if f.recovered_s is not None)
+        done = sorted(f.completed_s for f in mine if f.completed_s is not None)
+        out.recovery[kind] = {"faults": len(mine), **_spread("", times),
+                              **_spread("probe_done_", done)}
+
+
+def _spread(prefix: str, times: list[float]) -> dict[str, float | None]:
+    return {
+        f"{prefix}p50_s": round(statistics.median(times), 3) if times else None,
+        f"{prefix}p99_s": round(_percentile(times, 0.99), 3) if times else None,
+        f"{prefix}max_s": round(times[-1], 3) if times else None,
+    }
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
