@@ -1,34 +1,44 @@
-"""Throughput of raw SAQ against end-to-end echo Runs, on the same PostgreSQL.
+"""Cost per unit of work of raw SAQ against durable Runs, side by side on one PostgreSQL.
 
-Usage:  python benchmarks/pg_throughput.py [--dsn DSN] [--rounds 3] [--jobs 1000]
-                                          [--concurrency 20] [--producers 20]
+Usage:  python benchmarks/pg_throughput.py [--dsn DSN] [--n 5000] [--concurrency 20]
+                                          [--repeats 3] [--producers N]
+                                          [--kinds saq,echo,two_step,consent_gate]
 
-One run creates a fresh database, then alternates two phases `--rounds`
-times so drift in the machine affects both alike:
+One invocation creates a fresh database of its own and then runs every kind
+once per repeat, interleaved (saq, echo, two_step, consent_gate, saq, ...),
+so drift in this shared machine affects all kinds alike. Before each phase
+every table is truncated, so each phase starts from the same empty state.
 
-- saq: `--jobs` no-op `perform_run` jobs published through SaqBroker (the
-  same settings as hops: retries=0, timeout=0, heartbeat=120, ttl=0) by
-  `--producers` concurrent publishers, consumed by the in-process SAQ
-  worker of `runs` at `--concurrency` (and `rites` at 1, idle);
-- engine: `--jobs` `echo` Runs submitted through RunEngine.submit (admit,
+- saq: `--n` no-op `perform_run` jobs published through SaqBroker (the
+  settings hops use: retries=0, timeout=0, heartbeat=120, ttl=0) by
+  `--producers` concurrent publishers, consumed by the in-process SAQ worker
+  of `runs` at `--concurrency` (and `rites` at 1, idle);
+- echo / two_step: `--n` Runs submitted through RunEngine.submit (admit,
   publish, mark published) by as many producers, consumed by the same lanes
-  at the same concurrency (claim, one node, fenced settlement).
+  at the same concurrency (claim, nodes, fenced settlement, Step evidence);
+- consent_gate: as above, and every consent is approved the moment its Run
+  has parked (the benchmark wraps `park_consent`), so each Run makes two
+  hops and one verdict.
 
-Each phase is timed from the first publish/submit until every SAQ job is
-complete (and, for the engine, every Run DONE). Per unit of work it reports
+A phase is timed from the first publish/submit until every SAQ job is
+complete (and every Run DONE). Per unit of work it reports
 
-- txids: transaction ids consumed (`pg_snapshot_xmax(pg_current_snapshot())`
-  delta): write transactions, cluster-wide;
-- db_commits: `pg_stat_database.xact_commit` of the benchmark database,
-  read-only transactions included, minus the benchmark's own polls;
-- wal_syncs: `pg_stat_wal.wal_sync` delta, cluster-wide;
-- other_commits: commits in other databases meanwhile (noise indicator for
-  the two cluster-wide figures).
+- per_s: units per second;
+- txids: transaction ids handed out (`pg_snapshot_xmax` delta), i.e. write
+  transactions, cluster-wide;
+- commits: `pg_stat_database.xact_commit` of the benchmark database (read-only
+  transactions included) minus the benchmark's own polls;
+- wal_bytes, fsyncs: `pg_stat_wal.wal_bytes` and `wal_sync` deltas, cluster-wide;
+- client_ms: CPU of this process (SAQ, engine and producers; `time.process_time`);
+- pg_ms: CPU of the PostgreSQL backends serving the benchmark database plus
+  the WAL writer (utime + stime from /proc, sampled while the pools are open);
+  0 when the server is not local;
+- adm_p50_ms / adm_p99_ms: latency of one publish (saq) or submit (Runs).
 
-Pools are closed before the closing counters are read, so every backend has
-flushed its statistics. The last line is `RESULT {json}` with `jobs_per_s`
-(raw SAQ), `runs_per_s`, `ratio`, `commits_per_job` (txids per SAQ job) and
-the other figures, medians over the rounds. Runs on demand only (not part
+`other_commits` counts commits in other databases meanwhile: a noise
+indicator for the cluster-wide figures. The summary gives medians over the
+repeats, each kind's ratios to raw SAQ, and the M14 targets for `echo`
+(issue 17); the last line is `RESULT {json}`. Runs on demand only (not part
 of the test suite). DSN default: HARNESS_PG_DSN, else the local server.
 """
 
@@ -58,36 +68,56 @@ from runtime.adapters.postgres import PostgresLedger, migrate
 from runtime.adapters.saq import SaqBroker, SaqSettings
 from runtime.app.profiles import build_vessel, make_deps
 from runtime.keys import hop_key
-from runtime.models import Intent
+from runtime.models import Intent, Run
 from runtime.seams import Ledger
+from runtime.stasis.consent import decide
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+KINDS = ("saq", "echo", "two_step", "consent_gate")
 POLL_S = 0.1
 FLUSH_WAIT_S = 1.0
 SAQ = SaqSettings(pool_min=4, pool_max=20)
+SIGIL = "bench"
+KEEP_TABLES = ("schema_version", "saq_versions")
+METRICS = ("per_s", "txids", "commits", "wal_bytes", "fsyncs", "client_ms", "pg_ms",
+           "adm_p50_ms", "adm_p99_ms")
 
 
 @dataclass
 class Counters:
     xmax: int
-    db_commits: int
+    commits: int
     other_commits: int
+    wal_bytes: int
     wal_sync: int
-    wal_records: int
 
 
 @dataclass
 class Phase:
     kind: str
-    round: int
+    repeat: int
     units: int
     seconds: float
     per_s: float
     txids: float
-    db_commits: float
-    wal_syncs: float
-    wal_records: float
+    commits: float
+    wal_bytes: float
+    fsyncs: float
+    client_ms: float
+    pg_ms: float
+    adm_p50_ms: float
+    adm_p99_ms: float
     other_commits: int
+
+
+@dataclass
+class Work:
+    """What a phase function hands back: its timing, its polls, its latencies."""
+
+    seconds: float
+    polls: int
+    latencies: list[float]
+    pg_cpu_end: dict[int, float]
 
 
 def with_dbname(dsn: str, name: str) -> str:
@@ -102,7 +132,7 @@ async def read_counters(admin_dsn: str, dbname: str) -> Counters:
             " (SELECT xact_commit FROM pg_stat_database WHERE datname = %s),"
             " (SELECT coalesce(sum(xact_commit), 0) FROM pg_stat_database"
             "   WHERE datname IS DISTINCT FROM %s),"
-            " (SELECT wal_sync FROM pg_stat_wal), (SELECT wal_records FROM pg_stat_wal)",
+            " (SELECT wal_bytes FROM pg_stat_wal)::bigint, (SELECT wal_sync FROM pg_stat_wal)",
             (dbname, dbname),
         )
         row = await cur.fetchone()
@@ -110,27 +140,72 @@ async def read_counters(admin_dsn: str, dbname: str) -> Counters:
     return Counters(*(int(v) for v in row))
 
 
-async def count(dsn: str, query: str) -> int:
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(query)
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+# -- PostgreSQL CPU from /proc -------------------------------------------------
+
+TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def pg_cpu(dbname: str) -> dict[int, float]:
+    """CPU ms so far of each backend of `dbname` and of the WAL writer (local server only)."""
+    found: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                title = fh.read().decode(errors="replace")
+            if not title.startswith("postgres:"):
+                continue
+            if f" {dbname} " not in title and "walwriter" not in title:
+                continue
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+        found[int(entry)] = (int(fields[11]) + int(fields[12])) * TICK_MS
+    return found
+
+
+def cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU of the processes alive at the end, since the start (or since they started)."""
+    return sum(ms - before.get(pid, 0.0) for pid, ms in after.items())
+
+
+# -- phases ----------------------------------------------------------------------
 
 
 async def clear(dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("TRUNCATE saq_jobs, saq_stats, run CASCADE")
+        cur = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            " AND tablename <> ALL(%s)", (list(KEEP_TABLES),)
+        )
+        tables = [r[0] for r in await cur.fetchall()]
+        await conn.execute(
+            sql.SQL("TRUNCATE {} CASCADE").format(
+                sql.SQL(", ").join(sql.Identifier(t) for t in tables)
+            )
+        )
+        await conn.execute("CHECKPOINT")  # no full-page-write burst lands in one kind only
     await asyncio.sleep(FLUSH_WAIT_S)
 
 
-async def produce(units: int, producers: int, one: Callable[[int], Awaitable[object]]) -> None:
+async def produce(
+    units: int, producers: int, one: Callable[[int], Awaitable[object]]
+) -> list[float]:
+    """Call `one(i)` for every unit from `producers` lanes; returns each call's seconds."""
+    latencies: list[float] = []
+
     async def lane(start: int) -> None:
         for i in range(start, units, producers):
+            began = time.perf_counter()
             await one(i)
+            latencies.append(time.perf_counter() - began)
 
     async with asyncio.TaskGroup() as tg:
         for p in range(producers):
             tg.create_task(lane(p))
+    return latencies
 
 
 async def wait_until(conn: psycopg.AsyncConnection[Any], query: str, target: int) -> int:
@@ -149,7 +224,7 @@ COMPLETE = "SELECT count(*) FROM saq_jobs WHERE status = 'complete'"
 DONE = "SELECT count(*) FROM run WHERE status = 'DONE'"
 
 
-async def saq_phase(dsn: str, units: int, concurrency: int, producers: int) -> tuple[float, int]:
+async def saq_phase(dsn: str, dbname: str, args: argparse.Namespace) -> Work:
     broker = SaqBroker(dsn, settings=SAQ)
     await broker.connect()
 
@@ -162,42 +237,66 @@ async def saq_phase(dsn: str, units: int, concurrency: int, producers: int) -> t
                              heartbeat=120)
 
     workers = [
-        asyncio.create_task(broker.serve("runs", noop, concurrency)),
+        asyncio.create_task(broker.serve("runs", noop, args.concurrency)),
         asyncio.create_task(broker.serve("rites", noop, 1)),
     ]
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as poller:
         started = time.perf_counter()
-        await produce(units, producers, publish)
-        polls = await wait_until(poller, COMPLETE, units)
+        latencies = await produce(args.n, args.producers, publish)
+        polls = await wait_until(poller, COMPLETE, args.n)
         seconds = time.perf_counter() - started
+        pg_end = pg_cpu(dbname)
     await stop(workers)
     await broker.disconnect()
-    return seconds, polls + 1  # + the poller's connection check
+    return Work(seconds, polls + 1, latencies, pg_end)  # + the poller's connection check
 
 
-async def engine_phase(
-    dsn: str, units: int, concurrency: int, producers: int
-) -> tuple[float, int]:
-    ledger = await PostgresLedger.connect(dsn, max_size=concurrency + producers + 4)
+def approve_on_park(ledger: PostgresLedger, verdicts: set[asyncio.Task[Any]],
+                    engine: Any) -> None:
+    """Wrap `park_consent` so each parked consent is approved at once, in its own task."""
+    park = ledger.park_consent
+
+    async def park_then_approve(
+        run_id: UUID, seq: int, consent_id: UUID, now: Any
+    ) -> Run | None:
+        parked = await park(run_id, seq, consent_id, now)
+        if parked is not None:
+            task = asyncio.create_task(decide(engine, consent_id, True, SIGIL))
+            verdicts.add(task)
+            task.add_done_callback(verdicts.discard)
+        return parked
+
+    ledger.park_consent = park_then_approve  # type: ignore[method-assign]
+
+
+async def runs_phase(dsn: str, dbname: str, args: argparse.Namespace, pattern: str) -> Work:
+    ledger = await PostgresLedger.connect(dsn, max_size=args.concurrency + args.producers + 4)
     broker = SaqBroker(dsn, settings=SAQ)
     await broker.connect()
     deps = make_deps(cast(Ledger, ledger), broker)  # see runtime.app.profiles on the cast
-    vessel = build_vessel(deps, concurrency={"runs": concurrency, "rites": 1})
+    vessel = build_vessel(deps, concurrency={"runs": args.concurrency, "rites": 1})
+    verdicts: set[asyncio.Task[Any]] = set()
+    if pattern == "consent_gate":
+        approve_on_park(ledger, verdicts, vessel.engine)
 
     async def submit(i: int) -> None:
-        await vessel.engine.submit(Intent(pattern="echo", prompt=f"bench {i}"))
+        await vessel.engine.submit(Intent(pattern=pattern, prompt=f"bench {i}", sigil=SIGIL))
 
     lanes = [asyncio.create_task(vessel.lanes.serve())]
+    hops = 2 if pattern == "consent_gate" else 1
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as poller:
         started = time.perf_counter()
-        await produce(units, producers, submit)
-        polls = await wait_until(poller, DONE, units)
-        polls += await wait_until(poller, COMPLETE, units)
+        latencies = await produce(args.n, args.producers, submit)
+        polls = await wait_until(poller, DONE, args.n)
+        polls += await wait_until(poller, COMPLETE, args.n * hops)
         seconds = time.perf_counter() - started
+        pg_end = pg_cpu(dbname)
     await stop(lanes)
+    for task in list(verdicts):
+        await task
     await broker.disconnect()
     await ledger.close()
-    return seconds, polls + 1
+    return Work(seconds, polls + 1, latencies, pg_end)
 
 
 async def stop(tasks: list[asyncio.Task[None]]) -> None:
@@ -209,31 +308,109 @@ async def stop(tasks: list[asyncio.Task[None]]) -> None:
             raise result
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
 async def measure(
-    kind: str, rnd: int, dsn: str, admin: str, dbname: str, args: argparse.Namespace
+    kind: str, repeat: int, dsn: str, admin: str, dbname: str, args: argparse.Namespace
 ) -> Phase:
     await clear(dsn)
     before = await read_counters(admin, dbname)
-    run = saq_phase if kind == "saq" else engine_phase
-    seconds, polls = await run(dsn, args.jobs, args.concurrency, args.producers)
+    pg_before = pg_cpu(dbname)
+    cpu_before = time.process_time()
+    if kind == "saq":
+        work = await saq_phase(dsn, dbname, args)
+    else:
+        work = await runs_phase(dsn, dbname, args, kind)
+    client_ms = (time.process_time() - cpu_before) * 1000
     await asyncio.sleep(FLUSH_WAIT_S)  # closed backends have flushed their statistics
     after = await read_counters(admin, dbname)
-    n = args.jobs
+    n = args.n
     return Phase(
         kind=kind,
-        round=rnd,
+        repeat=repeat,
         units=n,
-        seconds=round(seconds, 3),
-        per_s=round(n / seconds, 1),
+        seconds=round(work.seconds, 3),
+        per_s=round(n / work.seconds, 1),
         txids=round((after.xmax - before.xmax) / n, 3),
-        db_commits=round((after.db_commits - before.db_commits - polls) / n, 3),
-        wal_syncs=round((after.wal_sync - before.wal_sync) / n, 3),
-        wal_records=round((after.wal_records - before.wal_records) / n, 3),
+        commits=round((after.commits - before.commits - work.polls) / n, 3),
+        wal_bytes=round((after.wal_bytes - before.wal_bytes) / n, 1),
+        fsyncs=round((after.wal_sync - before.wal_sync) / n, 3),
+        client_ms=round(client_ms / n, 3),
+        pg_ms=round(cpu_spent(pg_before, work.pg_cpu_end) / n, 3),
+        adm_p50_ms=round(percentile(work.latencies, 0.50) * 1000, 2),
+        adm_p99_ms=round(percentile(work.latencies, 0.99) * 1000, 2),
         other_commits=after.other_commits - before.other_commits,
     )
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
+# -- summary -------------------------------------------------------------------------
+
+
+def summarise(phases: list[Phase], kinds: tuple[str, ...], args: argparse.Namespace
+              ) -> dict[str, Any]:
+    medians: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        mine = [p for p in phases if p.kind == kind]
+        medians[kind] = {m: round(float(statistics.median(getattr(p, m) for p in mine)), 3)
+                         for m in METRICS}
+    ratios: dict[str, dict[str, float | None]] = {}
+    if "saq" in medians:
+        base = medians["saq"]
+        for kind in kinds:
+            ratios[kind] = {m: (round(medians[kind][m] / base[m], 3) if base[m] else None)
+                            for m in METRICS}
+    return {
+        "medians": medians,
+        "ratios_to_saq": ratios,
+        "targets": targets(medians),
+        "other_db_commits": sum(p.other_commits for p in phases),
+        "repeats": args.repeats,
+        "n": args.n,
+        "concurrency": args.concurrency,
+        "producers": args.producers,
+    }
+
+
+def targets(medians: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Issue 17's four targets for `echo` against raw SAQ."""
+    if "saq" not in medians or "echo" not in medians:
+        return {}
+    saq, echo = medians["saq"], medians["echo"]
+    checks = {
+        "txids_per_run <= saq + 3": (echo["txids"], saq["txids"] + 3, echo["txids"] <=
+                                     saq["txids"] + 3),
+        "wal_per_run <= 3x saq": (echo["wal_bytes"], 3 * saq["wal_bytes"],
+                                  echo["wal_bytes"] <= 3 * saq["wal_bytes"]),
+        "runs_per_s >= 0.5x saq": (echo["per_s"], 0.5 * saq["per_s"],
+                                   echo["per_s"] >= 0.5 * saq["per_s"]),
+        "client_cpu_per_run <= 2.5x saq": (echo["client_ms"], 2.5 * saq["client_ms"],
+                                           echo["client_ms"] <= 2.5 * saq["client_ms"]),
+    }
+    return {name: {"value": v, "limit": round(limit, 3), "met": met}
+            for name, (v, limit, met) in checks.items()}
+
+
+def table(result: dict[str, Any], kinds: tuple[str, ...]) -> str:
+    lines = [f"{'kind':<13}" + "".join(f"{m:>12}" for m in METRICS)]
+    for kind in kinds:
+        row = result["medians"][kind]
+        lines.append(f"{kind:<13}" + "".join(f"{row[m]:>12g}" for m in METRICS))
+    for kind in kinds:
+        if kind == "saq" or kind not in result["ratios_to_saq"]:
+            continue
+        row = result["ratios_to_saq"][kind]
+        cells = "".join(f"{'-' if row[m] is None else f'{row[m]:g}x':>12}" for m in METRICS)
+        lines.append(f"{kind + ' / saq':<13}" + cells)
+    for name, check in result["targets"].items():
+        verdict = "met" if check["met"] else "MISSED"
+        lines.append(f"target {name}: {check['value']:g} vs {check['limit']:g} {verdict}")
+    return "\n".join(lines)
+
+
+async def main(args: argparse.Namespace, kinds: tuple[str, ...]) -> dict[str, Any]:
     dbname = f"bench_{uuid.uuid4().hex[:12]}"
     admin = with_dbname(args.dsn, "postgres")
     async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
@@ -245,9 +422,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         setup = SaqBroker(dsn, settings=SAQ)
         await setup.connect()  # SAQ's own schema, outside every measurement
         await setup.disconnect()
-        for rnd in range(1, args.rounds + 1):
-            for kind in ("saq", "engine"):
-                phase = await measure(kind, rnd, dsn, admin, dbname, args)
+        for repeat in range(1, args.repeats + 1):
+            for kind in kinds:
+                phase = await measure(kind, repeat, dsn, admin, dbname, args)
                 phases.append(phase)
                 print(json.dumps(asdict(phase)), flush=True)
     finally:
@@ -255,50 +432,37 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             await conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
             )
-
-    def median(kind: str, field: str) -> float:
-        return float(statistics.median(getattr(p, field) for p in phases if p.kind == kind))
-
-    jobs_per_s = median("saq", "per_s")
-    runs_per_s = median("engine", "per_s")
-    return {
-        "jobs_per_s": jobs_per_s,
-        "runs_per_s": runs_per_s,
-        "ratio": round(runs_per_s / jobs_per_s, 3),
-        "commits_per_job": median("saq", "txids"),
-        "commits_per_run": median("engine", "txids"),
-        "db_commits_per_job": median("saq", "db_commits"),
-        "db_commits_per_run": median("engine", "db_commits"),
-        "wal_syncs_per_job": median("saq", "wal_syncs"),
-        "wal_syncs_per_run": median("engine", "wal_syncs"),
-        "other_db_commits": sum(p.other_commits for p in phases),
-        "rounds": args.rounds,
-        "units_per_phase": args.jobs,
-        "concurrency": args.concurrency,
-        "producers": args.producers,
-    }
+    return summarise(phases, kinds, args)
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[str, ...]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=os.environ.get("HARNESS_PG_DSN", DEFAULT_DSN))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=1000, help="jobs or Runs per phase")
+    parser.add_argument("--n", type=int, default=1000, help="jobs or Runs per phase")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=20)
-    parser.add_argument("--producers", type=int, default=20)
-    return parser.parse_args(argv)
+    parser.add_argument("--producers", type=int, default=None,
+                        help="concurrent publishers/submitters (default: --concurrency)")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    args = parser.parse_args(argv)
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown or not kinds:
+        parser.error(f"--kinds must name some of {', '.join(KINDS)}; unknown: {unknown}")
+    if args.n < 1 or args.repeats < 1 or args.concurrency < 1:
+        parser.error("--n, --repeats and --concurrency must be positive")
+    if args.producers is None:
+        args.producers = args.concurrency
+    if args.producers < 1:
+        parser.error("--producers must be positive")
+    return args, kinds
 
 
 if __name__ == "__main__":
-    arguments = parse()
+    arguments, chosen = parse()
     # Per-hop warnings (SAQ's shutdown notice, adapters still catching up with the
     # core) would drown the figures; errors still show.
     logging.basicConfig(level=logging.ERROR)
-    result = asyncio.run(main(arguments))
-    print(
-        f"raw SAQ {result['jobs_per_s']} jobs/s, engine {result['runs_per_s']} Runs/s, "
-        f"ratio {result['ratio']}; write transactions per job {result['commits_per_job']}, "
-        f"per Run {result['commits_per_run']}; WAL fsyncs per job "
-        f"{result['wal_syncs_per_job']}, per Run {result['wal_syncs_per_run']}"
-    )
-    print("RESULT " + json.dumps(result, sort_keys=True))
+    outcome = asyncio.run(main(arguments, chosen))
+    print(table(outcome, chosen))
+    print("RESULT " + json.dumps(outcome, sort_keys=True))
