@@ -39,7 +39,19 @@ GET_CHECKPOINT = sql.SQL("SELECT {cols} FROM run_checkpoint WHERE run_id = %(run
     cols=CHECKPOINT
 )
 
-DELETE_CHECKPOINT = sql.SQL("DELETE FROM run_checkpoint WHERE run_id = %(run_id)s")
+DELETE_CHECKPOINT = sql.SQL(
+    "WITH r AS (SELECT id FROM run WHERE id = %(run_id)s AND status = ANY(%(terminal)s)), "
+    "d AS (DELETE FROM run_checkpoint c USING r WHERE c.run_id = r.id) "
+    "SELECT count(*) AS terminal FROM r"
+)
+"""Delete a terminal Run's checkpoint in one statement, without locking the Run.
+
+No lock is needed: a checkpoint is saved only under the Run's row lock while
+it is live, and the settlement that made it terminal took that lock too, so
+a statement that sees the Run terminal also sees every checkpoint it will
+ever have. A Run that never checkpointed (most of them) costs one read: no
+row is locked or deleted, so no transaction id is used and nothing is logged.
+"""
 
 CHECKPOINT_DEBTS = sql.SQL(
     "SELECT c.run_id FROM run_checkpoint c JOIN run r ON r.id = c.run_id "

@@ -75,11 +75,8 @@ class WaitsMixin(Transactional):
 
     async def delete_checkpoint(self, run_id: UUID) -> bool:
         async with self._transaction() as cur:
-            run = await fetch_run(cur, q.LOCK_RUN, run_id)
-            if run is None or not run.status.terminal:
-                return False
-            await cur.execute(wq.DELETE_CHECKPOINT, {"run_id": run_id})
-            return True
+            await cur.execute(wq.DELETE_CHECKPOINT, {"run_id": run_id, "terminal": q.TERMINAL})
+            return bool((await one(cur))["terminal"])
 
     async def checkpoint_debts(self, limit: int) -> list[UUID]:
         async with self._transaction() as cur:

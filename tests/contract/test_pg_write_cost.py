@@ -1,0 +1,52 @@
+"""What the hot path costs PostgreSQL, asserted where it can regress silently (issue 17).
+
+Row-level evidence, immune to other sessions on the cluster: a row lock or a
+write stamps the row with the transaction's id (`xmin` for a new row version,
+`xmax` for a lock), so a path that must not lock leaves `xmax` at 0, and a
+group commit leaves one `xmin` on every row it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from runtime.adapters.postgres import PostgresLedger
+from runtime.models import RunStatus, Settlement
+from tests.contract.ledger_impls import postgres_ledger
+from tests.contract.ledger_records import at, make_delivery, make_run, uid
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # psycopg's AsyncConnection does not run under trio
+
+
+@pytest.fixture
+async def pg(pg_fresh_dsn: str) -> AsyncIterator[tuple[PostgresLedger, str]]:
+    async with postgres_ledger(pg_fresh_dsn) as ledger:
+        yield ledger, pg_fresh_dsn
+
+
+async def column(dsn: str, query: str, *params: object) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(query, params)
+        return [str(row[0]) for row in await cur.fetchall()]
+
+
+async def test_deleting_the_checkpoint_a_run_never_had_locks_nothing(
+    pg: tuple[PostgresLedger, str],
+) -> None:
+    ledger, dsn = pg
+    run = make_run(uid(1))
+    await ledger.admit_run(run, make_delivery(run))
+    await ledger.claim_delivery(run.id, 0, "boot", "tok", at(1))
+    await ledger.settle_run(run.id, 0, Settlement(status=RunStatus.DONE), at(2))
+    # xmax now holds the settlement's id (its lock stamped the version it wrote)
+    locked_before = await column(dsn, "SELECT xmax FROM run WHERE id = %s", run.id)
+    assert await ledger.delete_checkpoint(run.id) is True
+    assert await column(dsn, "SELECT xmax FROM run WHERE id = %s", run.id) == locked_before
