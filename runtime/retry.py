@@ -54,7 +54,7 @@ async def retrying(
             await anyio.sleep(delay)
 
 
-NOT_RETRIED = frozenset({"append_step"})
+NOT_RETRIED = frozenset({"append_step", "append_steps"})
 """Step appends are durable best effort with their own latch and repair
 (runtime.events): a blind repeat could write a Step twice."""
 

@@ -157,6 +157,13 @@ class Ledger(Protocol):
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
     ) -> Step: ...
 
+    async def append_steps(
+        self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
+    ) -> list[Step]:
+        """Append `items` (kind, data) in order as consecutive Steps, all or none,
+        in one transaction: the Step writer's group commit. No items, no write."""
+        ...
+
     async def steps(self, run_id: UUID) -> list[Step]: ...
 
     # -- checkpoints (seed 003, "What crosses the threshold") ------------------

@@ -441,6 +441,42 @@ async def test_concurrent_step_appends_get_distinct_indexes(ledger: Ledger) -> N
     assert sorted(s.data["i"] for s in steps) == list(range(10))
 
 
+async def test_append_steps_writes_a_group_in_order_after_the_run_s_steps(
+    ledger: Ledger,
+) -> None:
+    """The Step writer's group commit (seed 000 "Events, settlement, and waits")."""
+    a = uid(1)
+    first = await ledger.append_step(a, 0, "run.claimed", {"seq": 0}, at(1))
+    group = await ledger.append_steps(
+        a, 0, [("node.started", {"node": "n"}), ("node.completed", {"n": [1, 2]})], at(2)
+    )
+    assert [(s.index, s.seq, s.kind, s.data, s.created_at) for s in group] == [
+        (1, 0, "node.started", {"node": "n"}, at(2)),
+        (2, 0, "node.completed", {"n": [1, 2]}, at(2)),
+    ]
+    assert await ledger.append_steps(a, 0, [], at(3)) == []  # nothing to write
+    last = await ledger.append_step(a, 0, "run.done", {}, at(4))
+    assert await ledger.steps(a) == [first, *group, last]
+    assert await ledger.steps(uid(2)) == []
+
+
+async def test_concurrent_groups_and_appends_get_distinct_consecutive_indexes(
+    ledger: Ledger,
+) -> None:
+    async def group(i: int) -> None:
+        await ledger.append_steps(uid(1), 0, [(f"g{i}", {"i": i}), (f"g{i}", {"i": i})], at(i))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(group, i)
+            tg.start_soon(ledger.append_step, uid(1), 0, f"k{i}", {"i": i}, at(i))
+    steps = await ledger.steps(uid(1))
+    assert [s.index for s in steps] == list(range(18))
+    for i in range(6):  # each group landed whole and contiguous
+        at_ = [s.index for s in steps if s.kind == f"g{i}"]
+        assert len(at_) == 2 and at_[1] == at_[0] + 1
+
+
 async def test_concurrent_admissions_of_one_id_create_once(ledger: Ledger) -> None:
     created: list[bool] = []
 

@@ -231,6 +231,14 @@ class LedgerDifferential(RuleBasedStateMachine):
         seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.append_step(run_id, seq, kind, data, self.now))
 
+    @rule(run_id=RUN_IDS, pick=SEQS, items=st.lists(
+        st.tuples(st.sampled_from(["node.start", "node.end"]), DOCUMENTS), max_size=3))
+    def append_steps(
+        self, run_id: UUID, pick: int | str, items: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        seq = self.seq(pick, run_id)
+        self.both(lambda ledger: ledger.append_steps(run_id, seq, items, self.now))
+
     @rule(run_id=RUN_IDS, pick=SEQS)
     def read_records(self, run_id: UUID, pick: int | str) -> None:
         seq = self.seq(pick, run_id)

@@ -50,3 +50,12 @@ async def test_deleting_the_checkpoint_a_run_never_had_locks_nothing(
     locked_before = await column(dsn, "SELECT xmax FROM run WHERE id = %s", run.id)
     assert await ledger.delete_checkpoint(run.id) is True
     assert await column(dsn, "SELECT xmax FROM run WHERE id = %s", run.id) == locked_before
+
+
+async def test_a_group_of_steps_is_one_transaction(pg: tuple[PostgresLedger, str]) -> None:
+    ledger, dsn = pg
+    items = [(f"k{i}", {"i": i}) for i in range(5)]
+    await ledger.append_steps(uid(1), 0, items, at(1))
+    await ledger.append_step(uid(1), 0, "single", {}, at(2))
+    xmins = await column(dsn, "SELECT xmin FROM run_step WHERE run_id = %s ORDER BY idx", uid(1))
+    assert len(set(xmins[:5])) == 1 and xmins[5] != xmins[0]

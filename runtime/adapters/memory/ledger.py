@@ -267,6 +267,20 @@ class MemoryLedger(WaitsMixin):
         log.append(step)
         return step
 
+    async def append_steps(
+        self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
+    ) -> list[Step]:
+        await enter()
+        if not items:
+            return []
+        log = self.step_log.setdefault(run_id, [])
+        steps = [
+            Step(run_id=run_id, index=len(log) + i, seq=seq, kind=kind, data=data, created_at=now)
+            for i, (kind, data) in enumerate(items)
+        ]
+        log.extend(steps)
+        return steps
+
     async def steps(self, run_id: UUID) -> list[Step]:
         await enter()
         return list(self.step_log.get(run_id, []))

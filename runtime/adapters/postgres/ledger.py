@@ -329,6 +329,26 @@ class PostgresLedger(WaitsMixin):
             )
             return step_from_row(await one(cur))
 
+    async def append_steps(
+        self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
+    ) -> list[Step]:
+        if not items:
+            return []
+        async with self._transaction() as cur:
+            await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+            await cur.execute(
+                q.APPEND_STEPS,
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "kinds": [kind for kind, _ in items],
+                    "datas": [Jsonb(data) for _, data in items],
+                    "now": aware(now),
+                },
+            )
+            rows = await cur.fetchall()
+        return sorted((step_from_row(r) for r in rows), key=lambda s: s.index)
+
     async def steps(self, run_id: UUID) -> list[Step]:
         async with self._transaction() as cur:
             await cur.execute(q.STEPS_OF, {"run_id": run_id})

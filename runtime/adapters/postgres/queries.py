@@ -172,6 +172,15 @@ APPEND_STEP = sql.SQL(
     "FROM run_step WHERE run_id = %(run_id)s RETURNING {cols}"
 ).format(cols=STEP)
 
+APPEND_STEPS = sql.SQL(
+    "INSERT INTO run_step ({cols}) "
+    "SELECT %(run_id)s, b.next + t.ord - 1, %(seq)s, t.kind, t.data, %(now)s "
+    "FROM (SELECT coalesce(max(idx) + 1, 0) AS next FROM run_step WHERE run_id = %(run_id)s) b, "
+    "unnest(%(kinds)s::text[], %(datas)s::jsonb[]) WITH ORDINALITY AS t(kind, data, ord) "
+    "RETURNING {cols}"
+).format(cols=STEP)
+"""One group commit of the Step writer: consecutive indexes, in the given order."""
+
 STEPS_OF = sql.SQL("SELECT {cols} FROM run_step WHERE run_id = %(run_id)s ORDER BY idx").format(
     cols=STEP
 )
