@@ -30,12 +30,11 @@ Seed 000_81a5c720b14d934a.txt, "Events, settlement, and waits", in our words:
 Group commit: when the ledger offers `append_steps` (`StepBatchLedger`),
 the one append in flight carries every Step already queued in the same
 generation, up to `GROUP_COMMIT_LIMIT`, in publish order and all or none
-(a repair is always alone in its append). Nothing waits to fill a group: a
-group is whatever accumulated while the previous append was in flight, so
-the order, the one-in-flight rule, the barrier and the latch are the same
-as one append per Step (before taking a group the writer yields a few
-scheduler turns, never time, while they add Steps); a failed group latches with the kind of its first Step, the earliest one
-that may be missing.
+(a repair is always alone in its append). Nothing waits for time to fill
+a group: before taking one the writer yields a few scheduler turns while
+they still add Steps, so the order, the one-in-flight rule, the barrier
+and the latch are the same as one append per Step; a failed group latches
+with the kind of its first Step, the earliest one that may be missing.
 
 The simulator stalls the writer or fails an append with a fault-injecting
 proxy around the Ledger seam; the writer only needs the two Step methods

@@ -15,6 +15,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from runtime.adapters.postgres.rows import DELIVERY_COLUMNS, RUN_COLUMNS, STEP_COLUMNS
+from runtime.adapters.postgres.sqltext import render_once
 from runtime.models import TERMINAL_STATUSES, DeliveryState, RunStatus
 
 STEP_LOCK_NAMESPACE = 0x5354
@@ -191,3 +192,5 @@ DUMP_DELIVERIES = sql.SQL("SELECT {cols} FROM run_delivery ORDER BY run_id, seq"
     cols=DELIVERY
 )
 DUMP_STEPS = sql.SQL("SELECT {cols} FROM run_step ORDER BY run_id, idx").format(cols=STEP)
+
+render_once(globals())  # last: every statement above is sent as plain text (sqltext)

@@ -27,6 +27,7 @@ from runtime.errors import LedgerUnavailable
 from runtime.models import Run, RunDelivery
 
 Cursor = AsyncCursor[DictRow]
+Query = sql.SQL | sql.Composed
 
 CONNECTION_LOST = (
     psycopg.OperationalError,
@@ -87,18 +88,18 @@ async def one(cur: Cursor) -> DictRow:
     return row
 
 
-async def maybe(cur: Cursor, query: sql.Composed, params: dict[str, Any]) -> DictRow | None:
+async def maybe(cur: Cursor, query: Query, params: dict[str, Any]) -> DictRow | None:
     await cur.execute(query, params)
     return await cur.fetchone()
 
 
-async def fetch_run(cur: Cursor, query: sql.Composed, run_id: UUID) -> Run | None:
+async def fetch_run(cur: Cursor, query: Query, run_id: UUID) -> Run | None:
     row = await maybe(cur, query, {"id": run_id})
     return None if row is None else run_from_row(row)
 
 
 async def fetch_delivery(
-    cur: Cursor, query: sql.Composed, run_id: UUID, seq: int
+    cur: Cursor, query: Query, run_id: UUID, seq: int
 ) -> RunDelivery | None:
     row = await maybe(cur, query, {"run_id": run_id, "seq": seq})
     return None if row is None else delivery_from_row(row)

@@ -12,6 +12,7 @@ from psycopg import sql
 
 from runtime.adapters.postgres.queries import RUN
 from runtime.adapters.postgres.rows import CHECKPOINT_COLUMNS, CONSENT_COLUMNS, JOB_COLUMNS
+from runtime.adapters.postgres.sqltext import render_once
 
 
 def _cols(columns: tuple[str, ...]) -> sql.Composed:
@@ -144,3 +145,5 @@ DUMP_AGENT_JOBS = sql.SQL("SELECT {cols} FROM agent_job ORDER BY created_at, id"
 DUMP_CHECKPOINTS = sql.SQL("SELECT {cols} FROM run_checkpoint ORDER BY run_id").format(
     cols=CHECKPOINT
 )
+
+render_once(globals())  # last: every statement above is sent as plain text (sqltext)
