@@ -140,6 +140,17 @@ class Ledger(Protocol):
         """FAILED for a Run still RUNNING at `seq` under a claim of another boot."""
         ...
 
+    async def fail_abandoned(
+        self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
+    ) -> Run | None:
+        """FAILED for a Run still RUNNING or AWAITING_HARDWARE at `seq` whose delivery
+        is CLAIMED under exactly `claim_token` (a hop of this boot that is gone).
+
+        The delivery closes FAILED in the same commit. Repeating the same failure
+        returns the Run; any other claim, sequence or state returns None.
+        """
+        ...
+
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:
         """Nonterminal Runs of a Bridge session (bounded)."""
         ...

@@ -81,11 +81,22 @@ class Worker:
     """Runs whose terminal Steps did not all land in this process: repaired by the relay."""
     in_flight: int = 0
     """Hops past their claim and not yet finished with their evidence."""
+    live_claims: set[str] = field(default_factory=set)
+    """Claim tokens of the hops this process is still running: a claim of this
+    boot whose token is not here belongs to a hop that is gone (the relay's
+    same-boot recovery, runtime.recovery.orphans)."""
 
     async def perform_run(self, run_id: UUID, seq: int) -> HopOutcome:
         await self.gate.wait_open()
-        ledger, clock = self.deps.ledger, self.deps.clock
         token = str(self.deps.entropy.new_id())
+        self.live_claims.add(token)  # before the claim commits: never a gap the relay sees
+        try:
+            return await self._claim_and_hop(run_id, seq, token)
+        finally:
+            self.live_claims.discard(token)
+
+    async def _claim_and_hop(self, run_id: UUID, seq: int, token: str) -> HopOutcome:
+        ledger, clock = self.deps.ledger, self.deps.clock
         claim = await self._ledger(
             lambda: ledger.claim_delivery(run_id, seq, self.deps.boot_id, token, clock.now())
         )

@@ -99,7 +99,9 @@ class Lifespan:
                 raise StartupRefused(report.degraded_reasons)
             log.warning("startup reconciliation degraded (best effort): %s", self.status.degraded)
         relays = Relays(self.vessel.engine, cutoff, self.canceller,
-                        self.vessel.worker.evidence_debt, every_s=self.relay_every_s)
+                        self.vessel.worker.evidence_debt,
+                        live_claims=self.vessel.worker.live_claims,
+                        every_s=self.relay_every_s)
         body_failed = False
         incomplete: ShutdownIncomplete | None = None
         async with anyio.create_task_group() as tg:

@@ -9,11 +9,21 @@ agent job, or service attempt, of this Run). A decided consent is parked and re-
 service attempt is left to the service-wait pass that follows. Everything else has its correlated
 effects contained and fails as lost; when containment cannot be proved the
 Run stays nonterminal and the pass is degraded.
+
+The relay also recovers, in the same live boot, a hop of this boot that is
+gone: its claim token is no longer among the worker's live claims and its
+exact broker job is no longer live (a sweep aborted it, from this process or
+one whose clock runs ahead, or the hop failed out of its job). Nothing else
+in this boot would ever settle it (seed 000 names the missing same-boot
+watchdog); it takes the same path as an orphan (park the exact pre-park
+window, else contain children and fail), fenced by that exact claim token
+instead of by a foreign boot (`abandoned`).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from contextlib import suppress
 
 from pydantic import ValidationError
@@ -24,11 +34,12 @@ from runtime.errors import BrokerUnavailable
 from runtime.events.repair import write_or_owe
 from runtime.graph.snapshots import Checkpoint, NodeSnapshot
 from runtime.keys import hop_key
-from runtime.models import CheckpointRecord, ConsentStatus, Run
+from runtime.models import CheckpointRecord, ConsentStatus, Run, RunDelivery
 from runtime.seams import JobStatus
 from runtime.stasis.consent import refire_consent
 
 LOST = "lost: the process died during an uncheckpointed hop"
+ABANDONED = "lost: the hop's broker job ended under its claim in this boot"
 
 
 class OrphanVerdict(enum.StrEnum):
@@ -37,15 +48,26 @@ class OrphanVerdict(enum.StrEnum):
     PARKED_DELEGATE = "parked_delegate"
     PARKED_SERVICE = "parked_service"
     FAILED_LOST = "failed_lost"
+    FAILED_ABANDONED = "failed_abandoned"
     UNCONTAINED = "uncontained"
     MOVED = "moved"
 
 
-async def recover_orphan(engine: RunEngine, canceller: Canceller, run: Run) -> OrphanVerdict:
+async def recover_orphan(
+    engine: RunEngine,
+    canceller: Canceller,
+    run: Run,
+    live_claims: Collection[str] | None = None,
+) -> OrphanVerdict:
+    """`live_claims`: the claim tokens of this process's running hops (the relay
+    passes the worker's); None (startup, before any hop) leaves every claim of
+    this boot alone."""
     deps = engine.deps
     delivery = await deps.ledger.get_delivery(run.id, run.seq)
     if delivery is not None and delivery.claimed_boot == deps.boot_id:
-        return OrphanVerdict.LIVE
+        if live_claims is None or not await abandoned(engine, delivery, live_claims):
+            return OrphanVerdict.LIVE
+        return await _recover_abandoned(engine, canceller, run, delivery)
     key = hop_key(run.id, run.seq)
     job = await deps.broker.probe(key)
     if job is not None and job.status.live and job.status is not JobStatus.ABORTING:
@@ -65,6 +87,38 @@ async def recover_orphan(engine: RunEngine, canceller: Canceller, run: Run) -> O
         return OrphanVerdict.MOVED
     await write_or_owe(deps, failed, canceller.evidence_debt)  # truth first, then its Step
     return OrphanVerdict.FAILED_LOST
+
+
+async def abandoned(
+    engine: RunEngine, delivery: RunDelivery, live_claims: Collection[str]
+) -> bool:
+    """Whether this boot's claim belongs to a hop that is gone: no hop of this
+    process holds its token, and its exact broker job is finished or absent. A
+    job still live (an abort not yet seen by its worker, a hop unwinding) is
+    left to the next pass."""
+    if delivery.claim_token is None or delivery.claim_token in live_claims:
+        return False
+    job = await engine.deps.broker.probe(delivery.key)
+    return job is None or not job.status.live
+
+
+async def _recover_abandoned(
+    engine: RunEngine, canceller: Canceller, run: Run, delivery: RunDelivery
+) -> OrphanVerdict:
+    deps = engine.deps
+    parked = await _park_window(engine, run)
+    if parked is not None:
+        return parked
+    if not await canceller.contain_children(run):
+        return OrphanVerdict.UNCONTAINED
+    assert delivery.claim_token is not None  # abandoned() saw it
+    failed = await deps.ledger.fail_abandoned(
+        run.id, run.seq, delivery.claim_token, ABANDONED, deps.clock.now()
+    )
+    if failed is None:
+        return OrphanVerdict.MOVED
+    await write_or_owe(deps, failed, canceller.evidence_debt)
+    return OrphanVerdict.FAILED_ABANDONED
 
 
 def binds_window(record: CheckpointRecord, run: Run) -> bool:

@@ -8,7 +8,9 @@ probe; the service relay sends a parked attempt still PREPARED, reconciles
 the rest by lookup and re-admits once one is proven terminal; CANCELLING
 Runs get their containment retried, and orphans of an earlier boot whose
 containment failed at startup are retried too (hops of this boot are
-recognised by their claim and left alone), and checkpoints of terminal Runs
+recognised by their claim and left alone while the worker still runs them;
+one whose hop is gone, its broker job swept or failed, is recovered like an
+orphan), and checkpoints of terminal Runs
 whose best-effort deletion failed are deleted again. Each uses the same
 code as startup. Exceptions are isolated per Run within a pass.
 """
@@ -16,7 +18,7 @@ code as startup. Exceptions are isolated per Run within a pass.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -47,6 +49,9 @@ class Relays:
     canceller: Canceller
     evidence_debt: dict[UUID, int] = field(default_factory=dict)
     """Runs of this process whose terminal Steps did not land (the worker's debts)."""
+    live_claims: Collection[str] | None = None
+    """The worker's live claim tokens: with them the orphan pass also recovers a hop
+    of this boot that is gone (runtime.recovery.orphans); None leaves those alone."""
     every_s: float = RELAY_EVERY_S
     errors: int = field(default=0)
     pages: dict[RunStatus, PageScheduler] = field(default_factory=dict)
@@ -94,7 +99,7 @@ class Relays:
         return (await self.canceller.cancel(run.id)).status.terminal
 
     async def _orphan(self, run: Run) -> bool:
-        verdict = await recover_orphan(self.engine, self.canceller, run)
+        verdict = await recover_orphan(self.engine, self.canceller, run, self.live_claims)
         return verdict is not OrphanVerdict.UNCONTAINED
 
     async def _consent(self, run: Run) -> bool:

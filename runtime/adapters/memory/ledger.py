@@ -234,6 +234,23 @@ class MemoryLedger(WaitsMixin):
         self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
         return run
 
+    async def fail_abandoned(
+        self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
+    ) -> Run | None:
+        await enter()
+        run = self.run_table.get(run_id)
+        d = self.delivery_table.get((run_id, seq))
+        if run is None or d is None or run.seq != seq or d.claim_token != claim_token:
+            return None
+        if run.status is RunStatus.FAILED and run.error == reason \
+                and d.state is DeliveryState.FAILED:
+            return run
+        if run.status not in ORPHANABLE or d.state is not DeliveryState.CLAIMED:
+            return None
+        run = self._put_run(run, status=RunStatus.FAILED, error=reason, updated_at=now)
+        self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
+        return run
+
     # -- queries --------------------------------------------------------------
 
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:

@@ -284,6 +284,34 @@ class PostgresLedger(WaitsMixin):
             await one(cur)
             return failed
 
+    async def fail_abandoned(
+        self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
+    ) -> Run | None:
+        async with self._transaction() as cur:
+            run = await fetch_run(cur, q.LOCK_RUN, run_id)
+            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            if run is None or d is None or run.seq != seq or d.claim_token != claim_token:
+                return None
+            if (run.status is RunStatus.FAILED and run.error == reason
+                    and d.state is DeliveryState.FAILED):
+                return run  # the same abandonment failure, repeated
+            if (
+                run.status not in (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+                or d.state is not DeliveryState.CLAIMED
+            ):
+                return None
+            params = {
+                **key(run_id, seq, now),
+                "reason": reason,
+                "claim_token": claim_token,
+                "orphanable": q.ORPHANABLE,
+            }
+            await cur.execute(q.FAIL_ORPHAN_RUN, params)
+            failed = run_from_row(await one(cur))
+            await cur.execute(q.FAIL_ABANDONED_DELIVERY, params)
+            await one(cur)
+            return failed
+
     # -- queries ------------------------------------------------------------
 
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:

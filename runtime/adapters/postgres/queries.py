@@ -149,6 +149,12 @@ FAIL_ORPHAN_DELIVERY = sql.SQL(
     "AND claimed_boot IS DISTINCT FROM %(boot_id)s RETURNING {cols}"
 ).format(cols=DELIVERY)
 
+FAIL_ABANDONED_DELIVERY = sql.SQL(
+    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'CLAIMED' "
+    "AND claim_token = %(claim_token)s RETURNING {cols}"
+).format(cols=DELIVERY)
+
 RUNS_IN_SESSION = sql.SQL(
     "SELECT {cols} FROM run WHERE session = %(session)s AND status <> ALL(%(terminal)s) "
     "ORDER BY created_at, id LIMIT %(limit)s"
