@@ -167,6 +167,14 @@ async def _misread_pin(self: Worker, run: Run, *args: Any) -> None:
     await _ORIGINAL_EXECUTE(self, misread, *args)
 
 
+async def _every_own_claim_live(engine: RunEngine, delivery: RunDelivery,
+                                live_claims: object) -> bool:
+    """The relay's orphan pass as it was: every claim of this boot counts as a live
+    hop, so a hop whose job a sweep aborted leaves its Run RUNNING or
+    AWAITING_HARDWARE for the rest of the boot."""
+    return False
+
+
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
@@ -184,6 +192,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "reread_skips_evidence": (Canceller, "_reread", _reread_without_evidence),
     "prepark_any_run": (orphans, "binds_window", _window_of_any_run),
     "pin_misread": (Worker, "_execute", _misread_pin),
+    "abandoned_hop_left_live": (orphans, "abandoned", _every_own_claim_live),
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),

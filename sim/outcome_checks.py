@@ -14,8 +14,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from runtime.adapters.memory.broker import SWEPT
 from runtime.models import Run, RunStatus
-from runtime.recovery.orphans import LOST
+from runtime.recovery.orphans import ABANDONED, LOST
+from runtime.seams import JobStatus
 from runtime.worker import PINNED_PATTERN_UNAVAILABLE
 
 if TYPE_CHECKING:
@@ -45,6 +47,11 @@ OUTCOME_INVARIANTS = (
     ("lost_only_after_death", "a Run is failed as lost only from RUNNING or AWAITING_HARDWARE, "
      "and only when the boot that held its claim is no longer the live boot",
      "seed 000 'Cancellation, mutation, and recovery'"),
+    ("abandoned_only_when_job_ended", "a Run is failed as abandoned in the live boot only "
+     "from RUNNING or AWAITING_HARDWARE under that boot's claim, once its exact hop job "
+     "ended by a sweep or by its hop's own failure, never by a fence or abort of the "
+     "live boot", "seed 000 'Admission and exact claim' (heartbeat and sweep), "
+     "'Cancellation, mutation, and recovery'"),
 )
 
 
@@ -73,6 +80,8 @@ class OutcomeChecks:
                               run=str(run.id))
         if error == LOST:
             self._check_lost(prev, run)
+        if error == ABANDONED:
+            self._check_abandoned(prev, run)
 
     def _check_lost(self, prev: Run, run: Run) -> None:
         if prev.status not in LOSABLE:
@@ -84,6 +93,26 @@ class OutcomeChecks:
         if live is not None and holder == live.id:
             self.checker.fail("lost_only_after_death", f"Run {run.id} failed as lost while its "
                               f"claim is held by the live {holder}", run=str(run.id))
+
+    def _check_abandoned(self, prev: Run, run: Run) -> None:
+        d = self.checker.deliveries.get((run.id, run.seq))
+        live = self.checker.world.live_boot
+        if prev.status not in LOSABLE or d is None or live is None \
+                or d.claimed_boot != live.id:
+            self.checker.fail("abandoned_only_when_job_ended", f"Run {run.id} failed as "
+                              f"abandoned from {prev.status.value} under the claim of "
+                              f"{d.claimed_boot if d else None}", run=str(run.id))
+            return
+        job = self.checker.world.broker.jobs.get(d.key)
+        if job is None:
+            return
+        info = job.info
+        ended = info.status is JobStatus.FAILED or (
+            info.status is JobStatus.ABORTED and info.error == SWEPT)
+        if not ended:
+            self.checker.fail("abandoned_only_when_job_ended", f"Run {run.id} failed as "
+                              f"abandoned while its job {d.key} is {info.status.value} "
+                              f"({info.error})", run=str(run.id))
 
     def run_done(self, run: Run) -> None:
         applied = {c.identity for c in self.checker.world.effects.calls if c.applied}

@@ -67,7 +67,8 @@ LEDGER_READS = (
 )
 LEDGER_WRITES = (
     "admit_run", "release_held", "fail_held", "mark_published", "claim_delivery", "settle_run",
-    "rotate_delivery", "fail_orphan", "fail_abandoned", "append_step", "save_checkpoint", "delete_checkpoint",
+    "rotate_delivery", "fail_orphan", "fail_abandoned", "append_step", "save_checkpoint",
+    "delete_checkpoint",
     "create_consent", "park_consent", "decide_consent", "cancel_consent",
     "readmit_after_consent", "create_agent_job", "record_agent_job", "park_delegate",
     "readmit_after_delegate", "park_service", "readmit_after_service", "await_hardware",

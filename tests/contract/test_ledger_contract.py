@@ -367,6 +367,46 @@ async def test_fail_orphan_spares_the_current_boot_and_other_states(ledger: Ledg
     assert await ledger.fail_orphan(uid(9), 0, "boot-b", "orphan", at(20)) is None
 
 
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE])
+async def test_fail_abandoned_fails_the_exact_claim_of_this_boot(
+    ledger: Ledger, status: RunStatus
+) -> None:
+    run = make_run(uid(1), status=status, started=1)
+    _, delivery = await admitted(
+        ledger, run, DeliveryState.CLAIMED, claimed_boot="boot-a", claim_token="t-1"
+    )
+    failed = await ledger.fail_abandoned(run.id, 0, "t-1", "job ended", at(9))
+    assert failed == run.model_copy(
+        update={"status": RunStatus.FAILED, "error": "job ended", "updated_at": at(9)}
+    )
+    assert await ledger.get_delivery(run.id, 0) == delivery.model_copy(
+        update={"state": DeliveryState.FAILED, "updated_at": at(9)}
+    )
+    # The same failure repeated (an ambiguous commit) reports it again; nothing else does.
+    assert await ledger.fail_abandoned(run.id, 0, "t-1", "job ended", at(10)) == failed
+    assert await ledger.fail_abandoned(run.id, 0, "t-1", "other", at(10)) is None
+    assert await ledger.fail_abandoned(run.id, 0, "t-2", "job ended", at(10)) is None
+
+
+async def test_fail_abandoned_is_fenced_by_token_sequence_and_state(ledger: Ledger) -> None:
+    run_id, _ = await claimed(ledger, 1, boot="boot-a")  # claim token "token-1"
+    assert await ledger.fail_abandoned(run_id, 0, "token-9", "gone", at(20)) is None
+    assert await ledger.fail_abandoned(run_id, 1, "token-1", "gone", at(20)) is None
+    stored = await ledger.get_run(run_id)
+    assert stored is not None and stored.status is RunStatus.RUNNING
+    # A Run gone CANCELLING (the operator won the race) is not failed under it.
+    assert await ledger.begin_cancel(run_id, at(21)) is not None
+    assert await ledger.fail_abandoned(run_id, 0, "token-1", "gone", at(22)) is None
+    stored = await ledger.get_run(run_id)
+    assert stored is not None and stored.status is RunStatus.CANCELLING
+    settled_id, _ = await claimed(ledger, 2)
+    assert await ledger.settle_run(settled_id, 0, DONE, at(23)) is not None
+    assert await ledger.fail_abandoned(settled_id, 0, "token-2", "gone", at(24)) is None
+    queued, _ = await admitted(ledger, make_run(uid(3)))
+    assert await ledger.fail_abandoned(queued.id, 0, "token-3", "gone", at(20)) is None
+    assert await ledger.fail_abandoned(uid(9), 0, "token-1", "gone", at(20)) is None
+
+
 # -- queries -----------------------------------------------------------------------
 
 

@@ -225,6 +225,11 @@ class LedgerDifferential(RuleBasedStateMachine):
         seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.fail_orphan(run_id, seq, boot, reason, self.now))
 
+    @rule(run_id=RUN_IDS, pick=SEQS, token=TOKENS, reason=REASONS)
+    def fail_abandoned(self, run_id: UUID, pick: int | str, token: str, reason: str) -> None:
+        seq = self.seq(pick, run_id)
+        self.both(lambda ledger: ledger.fail_abandoned(run_id, seq, token, reason, self.now))
+
     @rule(run_id=RUN_IDS, pick=SEQS, kind=st.sampled_from(["node.start", "node.end"]),
           data=DOCUMENTS)  # fmt: skip
     def append_step(self, run_id: UUID, pick: int | str, kind: str, data: dict[str, Any]) -> None:
