@@ -47,10 +47,11 @@ OUTCOME_INVARIANTS = (
     ("lost_only_after_death", "a Run is failed as lost only from RUNNING or AWAITING_HARDWARE, "
      "and only when the boot that held its claim is no longer the live boot",
      "seed 000 'Cancellation, mutation, and recovery'"),
-    ("abandoned_only_when_job_ended", "a Run is failed as abandoned in the live boot only "
-     "from RUNNING or AWAITING_HARDWARE under that boot's claim, once its exact hop job "
-     "ended by a sweep or by its hop's own failure, never by a fence or abort of the "
-     "live boot", "seed 000 'Admission and exact claim' (heartbeat and sweep), "
+    ("abandoned_only_after_sweep", "a Run is failed as abandoned in the live boot only "
+     "from RUNNING or AWAITING_HARDWARE under that boot's claim, once a sweep aborted its "
+     "exact hop job (or the job is gone); never after a fence or abort by the live boot, "
+     "never for a hop that failed out of its job",
+     "seed 000 'Admission and exact claim' (heartbeat and sweep), "
      "'Cancellation, mutation, and recovery'"),
 )
 
@@ -99,7 +100,7 @@ class OutcomeChecks:
         live = self.checker.world.live_boot
         if prev.status not in LOSABLE or d is None or live is None \
                 or d.claimed_boot != live.id:
-            self.checker.fail("abandoned_only_when_job_ended", f"Run {run.id} failed as "
+            self.checker.fail("abandoned_only_after_sweep", f"Run {run.id} failed as "
                               f"abandoned from {prev.status.value} under the claim of "
                               f"{d.claimed_boot if d else None}", run=str(run.id))
             return
@@ -107,10 +108,8 @@ class OutcomeChecks:
         if job is None:
             return
         info = job.info
-        ended = info.status is JobStatus.FAILED or (
-            info.status is JobStatus.ABORTED and info.error == SWEPT)
-        if not ended:
-            self.checker.fail("abandoned_only_when_job_ended", f"Run {run.id} failed as "
+        if info.status is not JobStatus.ABORTED or info.error != SWEPT:
+            self.checker.fail("abandoned_only_after_sweep", f"Run {run.id} failed as "
                               f"abandoned while its job {d.key} is {info.status.value} "
                               f"({info.error})", run=str(run.id))
 

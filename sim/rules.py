@@ -169,14 +169,14 @@ RULES: tuple[Rule, ...] = (
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
          ("liveness", "effect_under_claim", "settlement_fenced",
-          "abandoned_only_when_job_ended"), ("crashloop",),
+          "abandoned_only_after_sweep"), ("crashloop",),
          (_b("orphan_own_boot", "crashloop", 1),)),
     Rule("relays.abandoned_hop", S000, "Cancellation, mutation, and recovery",
-         "a hop of the live boot that is gone while its exact broker job ended under its "
-         "claim (swept by any clock, or failed) is recovered in that same boot like an orphan: "
-         "its window parked, else children contained and the Run failed, fenced by that exact "
-         "claim token; a hop still running, or a job still live, is left alone",
-         ("liveness", "abandoned_only_when_job_ended"), ("skewed_sweep",),
+         "a hop of the live boot whose exact broker job a sweep aborted under its claim (any "
+         "clock) is recovered in that same boot like an orphan: its window parked, else "
+         "children contained and the Run failed, fenced by that exact claim token; a hop still "
+         "running, a job still live, or a hop that failed out of its job is left alone",
+         ("liveness", "abandoned_only_after_sweep"), ("skewed_sweep",),
          (_b("abandoned_hop_left_live", "skewed_sweep", 6),)),
     Rule("startup.cleanup_best_effort", S000, "Cancellation, mutation, and recovery",
          "checkpoint deletion of terminal Runs is best-effort debt: a failed deletion never "

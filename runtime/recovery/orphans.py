@@ -10,14 +10,16 @@ service attempt is left to the service-wait pass that follows. Everything else h
 effects contained and fails as lost; when containment cannot be proved the
 Run stays nonterminal and the pass is degraded.
 
-The relay also recovers, in the same live boot, a hop of this boot that is
-gone: its claim token is no longer among the worker's live claims and its
-exact broker job is no longer live (a sweep aborted it, from this process or
-one whose clock runs ahead, or the hop failed out of its job). Nothing else
-in this boot would ever settle it (seed 000 names the missing same-boot
-watchdog); it takes the same path as an orphan (park the exact pre-park
-window, else contain children and fail), fenced by that exact claim token
-instead of by a foreign boot (`abandoned`).
+The relay also recovers, in the same live boot, a hop of this boot whose
+broker job was aborted under it: its claim token is no longer among the
+worker's live claims and its exact job is ABORTED (a sweep found its
+heartbeat lapsed, in this process or one whose clock runs ahead, and the
+worker cancelled the hop) or gone from the broker. Nothing else in this boot
+would ever settle it; it takes the same path as an orphan (park the exact
+pre-park window, else contain children and fail), fenced by that exact claim
+token instead of by a foreign boot (`abandoned`). A hop that failed out of
+its job (FAILED) is not that: persistent failure stays explicit nonterminal
+truth until restart (seed 000 has no same-boot failure-custody watchdog).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from runtime.seams import JobStatus
 from runtime.stasis.consent import refire_consent
 
 LOST = "lost: the process died during an uncheckpointed hop"
-ABANDONED = "lost: the hop's broker job ended under its claim in this boot"
+ABANDONED = "lost: a sweep aborted the hop's broker job under its claim in this boot"
 
 
 class OrphanVerdict(enum.StrEnum):
@@ -92,14 +94,14 @@ async def recover_orphan(
 async def abandoned(
     engine: RunEngine, delivery: RunDelivery, live_claims: Collection[str]
 ) -> bool:
-    """Whether this boot's claim belongs to a hop that is gone: no hop of this
-    process holds its token, and its exact broker job is finished or absent. A
-    job still live (an abort not yet seen by its worker, a hop unwinding) is
-    left to the next pass."""
+    """Whether this boot's claim belongs to a hop its broker job was aborted
+    under: no hop of this process holds its token, and its exact job is ABORTED
+    or absent. A job still live (an abort not yet seen by its worker) is left to
+    the next pass; a FAILED or COMPLETE one to restart reconciliation."""
     if delivery.claim_token is None or delivery.claim_token in live_claims:
         return False
     job = await engine.deps.broker.probe(delivery.key)
-    return job is None or not job.status.live
+    return job is None or job.status is JobStatus.ABORTED
 
 
 async def _recover_abandoned(

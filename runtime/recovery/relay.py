@@ -9,7 +9,7 @@ the rest by lookup and re-admits once one is proven terminal; CANCELLING
 Runs get their containment retried, and orphans of an earlier boot whose
 containment failed at startup are retried too (hops of this boot are
 recognised by their claim and left alone while the worker still runs them;
-one whose hop is gone, its broker job swept or failed, is recovered like an
+one whose hop is gone because a sweep aborted its job is recovered like an
 orphan), and checkpoints of terminal Runs
 whose best-effort deletion failed are deleted again. Each uses the same
 code as startup. Exceptions are isolated per Run within a pass.

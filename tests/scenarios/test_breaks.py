@@ -174,8 +174,8 @@ def test_a_relay_that_trusts_every_own_claim_leaves_swept_runs_live() -> None:
 def test_a_relay_that_fences_its_own_live_hops_is_caught_as_a_false_abandonment() -> None:
     """orphan_own_boot: the relay aborts the job of a hop this boot still runs; the
     hop dies and the Run fails as abandoned, but its job ended by a fence of the
-    live boot, not by a sweep or its hop's failure."""
+    live boot, not by a sweep."""
     seed, _, message = _first_violation("crashloop", "orphan_own_boot", range(1, 20),
-                                        "abandoned_only_when_job_ended")
+                                        "abandoned_only_after_sweep")
     assert "fenced: orphaned by process death" in message
     assert run_simulation(seed, "crashloop", "swarm").ok

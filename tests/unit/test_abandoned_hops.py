@@ -138,3 +138,17 @@ async def test_a_cancel_that_wins_the_race_keeps_the_run_cancelled() -> None:
     assert (await canceller.cancel(run_id)).status is RunStatus.CANCELLED
     await relays_of(w).pass_once()
     assert w.ledger.run_table[run_id].status is RunStatus.CANCELLED
+
+
+async def test_a_hop_that_failed_out_of_its_job_stays_for_restart() -> None:
+    """A FAILED job means the hop raised (say, its settlement gave up on the
+    database): persistent failure stays explicit nonterminal truth in this boot,
+    with no same-boot failure-custody watchdog; restart reconciliation ends it."""
+    w, entered = blocking_world()
+    async with anyio.create_task_group() as tg:
+        run_id, scope = await running_hop(w, entered, tg)
+        scope.cancel()
+    key = w.ledger.delivery_table[(run_id, 0)].key
+    await w.broker.inner.finish(key, JobStatus.FAILED, error="LedgerUnavailable")
+    await relays_of(w).pass_once()
+    assert w.ledger.run_table[run_id].status is RunStatus.RUNNING
