@@ -4,7 +4,14 @@
 Shared by startup reconciliation and the delivery relay. For the Run's
 current delivery it decides, from durable truth only:
 - HELD: refused here; only the caller's own replay may release it;
+- no delivery row, or one whose state does not match a QUEUED Run (CLAIMED,
+  SETTLED, FAILED): the Run is re-read first (a stale page is no evidence);
+  if it still waits QUEUED at that sequence the verdict is CORRUPT or
+  MISMATCHED, the pass is degraded and the Run is left alone;
 - broker job absent: republish under the same key;
+- job active without a trustworthy start time (missing, not a positive
+  finite instant): UNTRUSTED_START, the pass is degraded and the job is left
+  alone, for it cannot be proved to belong to an earlier boot;
 - job queued, or active and started in this boot: retained (and a missed
   acknowledgement is recorded);
 - job active or aborting from a previous boot: fenced by abort, re-probed,
@@ -17,12 +24,13 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
-from runtime.models import DeliveryState, Run
+from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 
 log = logging.getLogger(__name__)
@@ -36,6 +44,19 @@ class DeliveryVerdict(enum.StrEnum):
     ROTATED = "rotated"
     SETTLED_ELSEWHERE = "settled_elsewhere"
     CORRUPT = "corrupt"
+    MISMATCHED = "mismatched"
+    UNTRUSTED_START = "untrusted_start"
+
+    @property
+    def degraded(self) -> bool:
+        """Delivery truth is missing or does not add up: the pass is degraded
+        (seed 000, startup reconciliation) and the relay revisits the Run."""
+        return self in DEGRADED_VERDICTS
+
+
+DEGRADED_VERDICTS = frozenset(
+    {DeliveryVerdict.CORRUPT, DeliveryVerdict.MISMATCHED, DeliveryVerdict.UNTRUSTED_START}
+)
 
 
 @dataclass(frozen=True)
@@ -46,17 +67,20 @@ class DeliveryRecovery:
     async def recover(self, run: Run) -> DeliveryVerdict:
         deps = self.engine.deps
         delivery = await deps.ledger.get_delivery(run.id, run.seq)
-        if delivery is None:
-            log.error("Run %s is QUEUED but has no delivery %s", run.id, run.seq)
-            return DeliveryVerdict.CORRUPT
+        if delivery is None or delivery.state not in (
+            DeliveryState.HELD, DeliveryState.PENDING, DeliveryState.PUBLISHED
+        ):
+            return await self._out_of_step(run, delivery)
         if delivery.state is DeliveryState.HELD:
             return DeliveryVerdict.HELD_REFUSED
-        if delivery.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
-            return DeliveryVerdict.SETTLED_ELSEWHERE
         job = await deps.broker.probe(delivery.key)
         if job is None:
             await self.engine.publish(delivery)
             return DeliveryVerdict.REPUBLISHED
+        if job.status is JobStatus.ACTIVE and not trustworthy_start(job.started_at):
+            log.error("job %s is active without a trustworthy start time (%r): left alone",
+                      delivery.key, job.started_at)
+            return DeliveryVerdict.UNTRUSTED_START
         if job.status.live and not self._pre_boot_active(job.status, job.started_at):
             if delivery.state is DeliveryState.PENDING:
                 await deps.ledger.mark_published(run.id, run.seq, deps.clock.now())
@@ -76,7 +100,27 @@ class DeliveryRecovery:
         await self.engine.publish(rotated)
         return DeliveryVerdict.ROTATED
 
+    async def _out_of_step(self, run: Run, delivery: RunDelivery | None) -> DeliveryVerdict:
+        """The delivery row is missing or does not match a QUEUED Run. The page
+        that listed the Run may be stale (a claim or a cancellation committed
+        since), so the Run is re-read: only a Run still QUEUED at that very
+        sequence makes the row corrupt or mismatched."""
+        current = await self.engine.deps.ledger.get_run(run.id)
+        if current is None or current.status is not RunStatus.QUEUED or current.seq != run.seq:
+            return DeliveryVerdict.SETTLED_ELSEWHERE
+        if delivery is None:
+            log.error("Run %s is QUEUED but has no delivery %s", run.id, run.seq)
+            return DeliveryVerdict.CORRUPT
+        log.error("Run %s is QUEUED but its delivery %s is %s", run.id, run.seq,
+                  delivery.state.value)
+        return DeliveryVerdict.MISMATCHED
+
     def _pre_boot_active(self, status: JobStatus, started_at: float | None) -> bool:
         if status not in (JobStatus.ACTIVE, JobStatus.ABORTING):
             return False
         return started_at is None or started_at < self.boot_cutoff.timestamp()
+
+
+def trustworthy_start(started_at: float | None) -> bool:
+    """A start time the boot cutoff can be compared with: present, finite, positive."""
+    return started_at is not None and math.isfinite(started_at) and started_at > 0

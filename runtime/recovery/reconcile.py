@@ -7,7 +7,9 @@ relay, never fatal: runtime.recovery.cleanup); fence and classify orphaned
 RUNNING / AWAITING_HARDWARE work (park the exact pre-park windows, fail the rest as lost after
 containment); re-admit decided consents, terminal delegated waits and proven service
 waits (sending a parked attempt still PREPARED); then
-recover every QUEUED Run's exact delivery. It is never registered as
+recover every QUEUED Run's exact delivery: a missing or mismatched delivery row
+and an active broker job without a trustworthy start time make the pass degraded
+(runtime.recovery.deliveries), which the strict profile refuses to serve. It is never registered as
 broker-callable work: only a process that knows its own boot cutoff can tell
 orphans from live hops.
 """
@@ -59,6 +61,10 @@ class ReconcileReport:
             reasons.append("orphans whose effects could not be contained")
         if self.deliveries.get(DeliveryVerdict.CORRUPT):
             reasons.append("QUEUED Runs without their delivery row")
+        if self.deliveries.get(DeliveryVerdict.MISMATCHED):
+            reasons.append("QUEUED Runs whose delivery row does not match")
+        if self.deliveries.get(DeliveryVerdict.UNTRUSTED_START):
+            reasons.append("active broker jobs without a trustworthy start time")
         return reasons
 
     @property

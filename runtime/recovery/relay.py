@@ -12,7 +12,9 @@ recognised by their claim and left alone while the worker still runs them;
 one whose hop is gone because a sweep aborted its job is recovered like an
 orphan), and checkpoints of terminal Runs
 whose best-effort deletion failed are deleted again. Each uses the same
-code as startup. Exceptions are isolated per Run within a pass.
+code as startup; a QUEUED Run whose delivery truth degraded the pass (missing
+or mismatched row, active job without a trustworthy start) keeps its page in
+the revisit queue until it recovers. Exceptions are isolated per Run within a pass.
 """
 
 from __future__ import annotations
@@ -114,8 +116,8 @@ class Relays:
     @staticmethod
     async def _delivery(recovery: DeliveryRecovery, run: Run) -> bool:
         verdict = await recovery.recover(run)
-        return verdict not in (DeliveryVerdict.FENCING, DeliveryVerdict.HELD_REFUSED,
-                               DeliveryVerdict.CORRUPT)
+        return not verdict.degraded and verdict not in (DeliveryVerdict.FENCING,
+                                                        DeliveryVerdict.HELD_REFUSED)
 
     async def _pay_cleanup(self) -> None:
         """Retry deleting the checkpoints of terminal Runs that are still owed."""
