@@ -32,7 +32,7 @@ from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
 from runtime.models import CheckpointRecord, Claim, DeliveryState, Run, RunDelivery, RunStatus
 from runtime.publish_fence import LateJob
-from runtime.recovery import orphans, reconcile
+from runtime.recovery import deliveries, orphans, reconcile
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.seams import Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
@@ -175,6 +175,20 @@ async def _every_own_claim_live(engine: RunEngine, delivery: RunDelivery,
     return False
 
 
+def _any_start(started_at: float | None) -> bool:
+    """Every start time is trusted: an active row without one counts as pre-boot,
+    so startup fences a job it cannot place (caught by live_hop_not_fenced)."""
+    return True
+
+
+async def _mismatch_as_settled(
+    self: DeliveryRecovery, run: Run, delivery: RunDelivery | None
+) -> DeliveryVerdict:
+    """A QUEUED Run whose delivery row does not match it is passed as settled
+    elsewhere, a clean verdict (caught by startup_degrades_honestly)."""
+    return DeliveryVerdict.CORRUPT if delivery is None else DeliveryVerdict.SETTLED_ELSEWHERE
+
+
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
@@ -193,6 +207,8 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "prepark_any_run": (orphans, "binds_window", _window_of_any_run),
     "pin_misread": (Worker, "_execute", _misread_pin),
     "abandoned_hop_left_live": (orphans, "abandoned", _every_own_claim_live),
+    "untrusted_start_fenced": (deliveries, "trustworthy_start", _any_start),
+    "mismatch_passed_clean": (DeliveryRecovery, "_out_of_step", _mismatch_as_settled),
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),

@@ -26,6 +26,8 @@ from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim import delivery_checks
 from sim.outcome_checks import OUTCOME_INVARIANTS, OutcomeChecks
+from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
+from sim.startup_checks import StartupChecks
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
@@ -179,7 +181,8 @@ INVARIANTS: dict[str, Invariant] = {
 }
 
 INVARIANTS.update(
-    (name, Invariant(name, rule, source)) for name, rule, source in OUTCOME_INVARIANTS
+    (name, Invariant(name, rule, source))
+    for name, rule, source in (*OUTCOME_INVARIANTS, *STARTUP_INVARIANTS)
 )
 
 
@@ -221,6 +224,7 @@ class Checker:
         """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
         self.outcome_checks = OutcomeChecks(self)
+        self.startup_checks = StartupChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []
@@ -535,6 +539,22 @@ class Checker:
             self._guarded(lambda: self.fail(
                 "cleanup_never_blocks", f"boot {boot} aborted startup because a checkpoint "
                 "could not be deleted", boot=boot))
+
+    def on_start_unrecorded(self, boot: int, key: str) -> None:
+        """Boot `boot` was shown hop job `key` active without a start time."""
+        self.startup_checks.on_start_unrecorded(boot, key)
+
+    def on_delivery_drift(self, boot: int, key: str) -> None:
+        """Boot `boot` read the delivery row of `key` out of step with its QUEUED Run."""
+        self.startup_checks.on_delivery_drift(boot, key)
+
+    def on_abort(self, boot: int, key: str) -> None:
+        """As boot `boot` sends an abort for hop job `key` (before it applies)."""
+        self._guarded(lambda: self.startup_checks.on_abort(boot, key))
+
+    def on_startup_done(self, boot: int, degraded: bool) -> None:
+        """Boot `boot` reconciled and serves; `degraded` is what its report said."""
+        self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))
 
     def on_publish(self, key: str, run_id: UUID, seq: int) -> None:
         """As a publisher issues a broker publish (before it lands)."""

@@ -183,6 +183,16 @@ RULES: tuple[Rule, ...] = (
          "aborts startup and is retried until paid",
          ("cleanup_never_blocks", "checkpoint_released"), ("crashloop",),
          (_b("cleanup_blocks_startup", "crashloop", 3),)),
+    Rule("startup.untrusted_start_degrades", S000, "Cancellation, mutation, and recovery",
+         "an active broker row without a trustworthy start timestamp is never fenced as "
+         "pre-boot: the pass degrades (the strict profile refuses) and the job is left alone",
+         ("live_hop_not_fenced", "startup_degrades_honestly"), ("degraded_startup",),
+         (_b("untrusted_start_fenced", "degraded_startup", 2),)),
+    Rule("startup.delivery_truth_degrades", S000, "Cancellation, mutation, and recovery",
+         "a QUEUED Run whose delivery row is missing or out of step with it (re-read first) "
+         "is never passed as clean: the pass degrades and the strict profile refuses",
+         ("startup_degrades_honestly",), ("degraded_startup",),
+         (_b("mismatch_passed_clean", "degraded_startup", 1),)),
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",

@@ -92,6 +92,10 @@ class Boot(Incarnation):
         self.canceller = self.lifespan.canceller
         self.stopping = anyio.Event()
         self.stopped_cleanly = False
+        self.unrecorded_starts: set[str] = set()
+        """Hop keys this boot's probes report active without a start (START_UNRECORDED)."""
+        self.drifted: set[str] = set()
+        """Hop keys whose delivery row this boot reads out of step (DELIVERY_DRIFT)."""
 
     def _services(self, world: World) -> ServiceContext:
         """Service waits of this boot: the world's attempts and provider, through
@@ -165,6 +169,7 @@ class Boot(Incarnation):
             deliveries={k: len(v) for k, v in sorted(report.deliveries.items())},
             refired=len(report.refired), repaired=len(report.repaired),
         )
+        self.world.checker.on_startup_done(self.number, report.degraded)
         self.ready = True
         self.world.live_boot = self
 

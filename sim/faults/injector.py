@@ -17,6 +17,9 @@ from sim.faults.plan import AtPoint, AtTime, FaultKind, FaultPlan, PlannedFault
 
 CRASH_KINDS = (FaultKind.CRASH, FaultKind.WORKER_CRASH)
 """Both count against `max_crashes`."""
+STARTUP_KINDS = (FaultKind.START_UNRECORDED, FaultKind.DELIVERY_DRIFT)
+"""Both count against `max_startup_faults`: a strict startup refuses on each, and a
+world whose every boot were refused would never serve again."""
 
 
 @dataclass
@@ -60,6 +63,8 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.SERVICE_ACK_LOST: "service_ack_lost_per_call",
     FaultKind.SERVICE_TIMEOUT: "service_timeout_per_call",
     FaultKind.CHECKPOINT_STUCK: "checkpoint_stuck_per_delete",
+    FaultKind.START_UNRECORDED: "start_unrecorded_per_probe",
+    FaultKind.DELIVERY_DRIFT: "delivery_drift_per_read",
 }
 """The option that gives each fault kind its probability per opportunity."""
 
@@ -71,6 +76,7 @@ class Injector:
     plan: FaultPlan | None = None
     healed: bool = False
     crashes: int = 0
+    startup_faults: int = 0
     fired: list[PlannedFault] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
 
@@ -126,6 +132,9 @@ class Injector:
             if p > 0 and self.rng.random() < p:
                 if kind in CRASH_KINDS and self.crashes >= self.options.max_crashes:
                     continue
+                if kind in STARTUP_KINDS and \
+                        self.startup_faults >= self.options.max_startup_faults:
+                    continue
                 return PlannedFault(
                     trigger=AtPoint(point=point, nth=nth), fault=kind, amount=self._amount(kind)
                 )
@@ -137,6 +146,8 @@ class Injector:
         self.coverage.kinds[pf.fault.value] += 1
         if pf.fault in CRASH_KINDS:
             self.crashes += 1
+        if pf.fault in STARTUP_KINDS:
+            self.startup_faults += 1
 
     # -- time-triggered crashes --------------------------------------------
 

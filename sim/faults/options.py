@@ -118,6 +118,21 @@ class FaultOptions(BaseModel):
         default=0.0, ge=0, le=1,
         description="a checkpoint deletion fails, and every retry for that Run fails until heal",
     )
+    start_unrecorded_per_probe: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a startup probe of a QUEUED Run's active hop job reports no start time "
+        "(and keeps doing so for that boot)",
+    )
+    delivery_drift_per_read: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a startup read of a QUEUED Run's delivery row finds it out of step with "
+        "the Run (and keeps doing so for that boot)",
+    )
+    max_startup_faults: int = Field(
+        default=3, ge=0,
+        description="start_unrecorded and delivery_drift fires per simulation at most: each "
+        "may refuse one strict startup, so the refusals end and the world boots again",
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -149,6 +164,8 @@ class FaultOptions(BaseModel):
             (FaultKind.SERVICE_ACK_LOST, self.service_ack_lost_per_call),
             (FaultKind.SERVICE_TIMEOUT, self.service_timeout_per_call),
             (FaultKind.CHECKPOINT_STUCK, self.checkpoint_stuck_per_delete),
+            (FaultKind.START_UNRECORDED, self.start_unrecorded_per_probe),
+            (FaultKind.DELIVERY_DRIFT, self.delivery_drift_per_read),
         ]
         return [kind for kind, p in pairs if p > 0]
 

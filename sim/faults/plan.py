@@ -47,6 +47,12 @@ class FaultKind(enum.StrEnum):
     SERVICE_TIMEOUT = "service_timeout"
     # Best-effort cleanup (seed 000, "Events, settlement, and waits").
     CHECKPOINT_STUCK = "checkpoint_stuck"
+    # Startup's degraded triggers (seed 000, "Cancellation, mutation, and recovery"):
+    # one boot's view of a QUEUED Run, for that boot's life (until heal).
+    START_UNRECORDED = "start_unrecorded"
+    """The broker reports the Run's hop job active without a start time."""
+    DELIVERY_DRIFT = "delivery_drift"
+    """The Run's current delivery row reads out of step with it (CLAIMED, SETTLED, FAILED)."""
 
 
 class AtPoint(BaseModel):

@@ -20,6 +20,7 @@ from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
 from runtime.faults import CATALOGUE
+from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
 from sim.faults.plan import FaultKind
@@ -35,6 +36,8 @@ LEDGER_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKin
 PUBLISH = (FaultKind.PUBLISH_FAIL, FaultKind.ACK_LOST, FaultKind.DELAYED_DELIVERY)
 DELIVER = (FaultKind.DUPLICATE_DELIVERY,)
 STEP = (FaultKind.STEP_STALL, FaultKind.STEP_APPEND_FAIL)
+DRIFTS = (DeliveryState.CLAIMED, DeliveryState.SETTLED, DeliveryState.FAILED)
+"""What a drifted delivery row reads as (chosen by the Run id: no random draw)."""
 
 
 class _Guarded:
@@ -50,6 +53,27 @@ class _Guarded:
             return await op()
         finally:
             BEFORE_APPLY.reset(token)
+
+    def _queued_at(self, run_id: UUID, seq: int) -> bool:
+        """The world's truth: the Run waits QUEUED at exactly this sequence."""
+        run = self.world.ledger.run_table.get(run_id)
+        return run is not None and run.status is RunStatus.QUEUED and run.seq == seq
+
+    def _startup_view(self, seen: set[str], key: str, point: str, kind: FaultKind) -> bool:
+        """Whether this boot's view of `key` is out of step: once it was shown so
+        (a fault fired during its startup reconciliation) it stays so for the
+        boot's life; heal restores every view."""
+        if self.world.injector.healed:
+            return False
+        if key in seen:
+            return True
+        if self.boot.lifespan.status.phase != "reconciling":
+            return False
+        fault, _ = self._fire(point, (kind,))
+        if fault is not kind:
+            return False
+        seen.add(key)
+        return True
 
     def _fire(self, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:
         pf = self.world.injector.hit(point, kinds)
@@ -120,6 +144,20 @@ class SimLedger(_Guarded):
             raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
         return result
 
+    def drift(self, d: RunDelivery | None) -> RunDelivery | None:
+        """FaultKind.DELIVERY_DRIFT: a QUEUED Run's open delivery row, as this boot reads
+        it, is out of step with the Run (the stored row is untouched)."""
+        if d is None or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED) \
+                or not self._queued_at(d.run_id, d.seq):
+            return d
+        fresh = d.key not in self.boot.drifted
+        if not self._startup_view(self.boot.drifted, d.key, "ledger.delivery_row",
+                                  FaultKind.DELIVERY_DRIFT):
+            return d
+        if fresh:
+            self.world.checker.on_delivery_drift(self.boot.number, d.key)
+        return d.model_copy(update={"state": DRIFTS[d.run_id.int % len(DRIFTS)]})
+
     def _refuse_stuck(self, run_id: str, fired: bool) -> None:
         """A stuck checkpoint refuses its deletion (nothing applied) until heal."""
         stuck = self.world.stuck_checkpoints
@@ -172,6 +210,8 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
         result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
+        if name == "get_delivery":
+            result = self.drift(result)
         if write and name != "append_step":
             self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args),
                                   changed=result is not None and result is not False)
@@ -220,10 +260,26 @@ class SimBroker(_Guarded):
         return created
 
     async def probe(self, key: str) -> JobInfo | None:
-        return await self._guard(lambda: self.inner.probe(key))
+        info = await self._guard(lambda: self.inner.probe(key))
+        return self._unrecorded(info)
+
+    def _unrecorded(self, info: JobInfo | None) -> JobInfo | None:
+        """FaultKind.START_UNRECORDED: a QUEUED Run's active hop job, as this boot
+        probes it, has no start time (the broker's own row keeps it)."""
+        if info is None or info.status is not JobStatus.ACTIVE \
+                or not self._queued_at(info.run_id, info.seq):
+            return info
+        fresh = info.key not in self.boot.unrecorded_starts
+        if not self._startup_view(self.boot.unrecorded_starts, info.key, "broker.probe",
+                                  FaultKind.START_UNRECORDED):
+            return info
+        if fresh:
+            self.world.checker.on_start_unrecorded(self.boot.number, info.key)
+        return info.model_copy(update={"started_at": None})
 
     async def abort(self, key: str, reason: str) -> JobInfo | None:
         self.boot.check_alive()
+        self.world.checker.on_abort(self.boot.number, key)
         fault, _ = self._fire("broker.abort", (FaultKind.ABORT_ACK_LOST,))
         info = await self._guard(lambda: self.inner.abort(key, reason))
         self.world.trace.emit("broker", "job.abort", key=key,

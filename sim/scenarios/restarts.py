@@ -9,7 +9,13 @@
 - `misfiled_stasis`: consent and delegate Runs under frequent crashes while a
   faulty storage layer misdirects some checkpoint writes: the first pending
   snapshot names another Run (the owner binding untouched). Startup must not
-  park such a window, and a resumed hop fails it as stasis lost.
+  park such a window, and a resumed hop fails it as stasis lost;
+- `degraded_startup`: Runs of every pattern under frequent crashes, some boots
+  dying right after a worker took a job (before its claim), while a startup
+  sometimes sees a QUEUED Run's job active without a start time or its
+  delivery row out of step with it. Startup must degrade (the strict profile
+  refuses, a later boot recovers) instead of fencing a job it cannot place or
+  passing the row as clean.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from uuid import uuid5
 import anyio
 
 from runtime.models import CheckpointRecord
+from runtime.seams import JobInfo
 from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
@@ -36,6 +43,14 @@ def _crashy(options: FaultOptions) -> FaultOptions:
         "random_crash_window_s": 40.0,
         "max_crashes": max(options.max_crashes, 25),
         "restart_delay_s": (0.5, 4.0),
+    })
+
+
+def _doubtful(options: FaultOptions) -> FaultOptions:
+    return _crashy(options).model_copy(update={
+        "start_unrecorded_per_probe": max(options.start_unrecorded_per_probe, 0.5),
+        "delivery_drift_per_read": max(options.delivery_drift_per_read, 0.1),
+        "max_startup_faults": max(options.max_startup_faults, 3),
     })
 
 
@@ -87,6 +102,31 @@ async def _misfiled(world: World) -> None:
         tg.cancel_scope.cancel()
 
 
+async def _degraded(world: World) -> None:
+    _die_holding_jobs(world, deaths=4)
+    await _workload(world, restarts=False)
+
+
+def _die_holding_jobs(world: World, deaths: int) -> None:
+    """Some boots die right after a worker dequeued a job, before its claim: the next
+    startup finds the Run QUEUED and its job active (at most `deaths` times)."""
+    broker = world.broker
+    dequeue = broker.dequeue
+    rng = world.streams.actors
+    left = [deaths]
+
+    async def dequeue_then_die(queue: str) -> JobInfo | None:
+        job = await dequeue(queue)
+        boot = world.live_boot
+        if job is not None and boot is not None and left[0] > 0 \
+                and not world.injector.healed and rng.random() < 0.2:
+            left[0] -= 1
+            boot.crash(f"died holding job {job.key}")
+        return job
+
+    broker.dequeue = dequeue_then_die  # type: ignore[method-assign]
+
+
 def _misdirect_checkpoints(world: World) -> None:
     """A faulty storage layer: some checkpoint writes land with another Run's id
     inside their first pending snapshot (the owner binding columns untouched)."""
@@ -117,6 +157,9 @@ def _describe(name: str) -> str:
 CRASHLOOP = register(Scenario("crashloop", _describe("crashloop"), _crashloop, heal, _crashy))
 RESTART_STORM = register(
     Scenario("restart_storm", _describe("restart_storm"), _storm, heal, _stormy)
+)
+DEGRADED_STARTUP = register(
+    Scenario("degraded_startup", _describe("degraded_startup"), _degraded, heal, _doubtful)
 )
 MISFILED_STASIS = register(
     Scenario("misfiled_stasis", _describe("misfiled_stasis"), _misfiled, heal, _crashy)

@@ -179,3 +179,41 @@ def test_a_relay_that_fences_its_own_live_hops_is_caught_as_a_false_abandonment(
                                         "abandoned_only_after_sweep")
     assert "fenced: orphaned by process death" in message
     assert run_simulation(seed, "crashloop", "swarm").ok
+
+
+def test_fencing_an_active_job_whose_start_time_is_unknown_is_caught() -> None:
+    """untrusted_start_fenced: startup takes an active row without a start time for
+    pre-boot and aborts it; the correct build degrades and its strict startup refuses."""
+    seed, _, message = _first_violation("degraded_startup", "untrusted_start_fenced",
+                                        range(1, 20), "live_hop_not_fenced")
+    assert "whose start time it never saw" in message
+    fixed = run_simulation(seed, "degraded_startup", "swarm")
+    assert fixed.ok, fixed.violation
+    refused = [line for line in fixed.trace_lines if '"boot.refused"' in line]
+    assert any("without a trustworthy start time" in line for line in refused)
+
+
+def test_passing_a_mismatched_delivery_row_as_clean_is_caught() -> None:
+    """mismatch_passed_clean: a QUEUED Run whose delivery row reads CLAIMED, SETTLED
+    or FAILED is reported settled elsewhere, and that startup serves as clean."""
+    seed, _, message = _first_violation("degraded_startup", "mismatch_passed_clean",
+                                        range(1, 20), "startup_degrades_honestly")
+    assert "out of step with its QUEUED Run" in message
+    fixed = run_simulation(seed, "degraded_startup", "swarm")
+    assert fixed.ok, fixed.violation
+    refused = [line for line in fixed.trace_lines if '"boot.refused"' in line]
+    assert any("delivery row does not match" in line for line in refused)
+
+
+def test_strict_refusals_on_degraded_startups_stay_bounded() -> None:
+    """Each start_unrecorded or delivery_drift fire can refuse one strict startup; the
+    faults stop after max_startup_faults, so the world serves again and ends."""
+    for seed in range(1, 6):
+        result = run_simulation(seed, "degraded_startup", "swarm")
+        assert result.ok, (seed, result.violation, result.error)
+        kinds = result.coverage["kinds"]
+        fired = kinds.get("start_unrecorded", 0) + kinds.get("delivery_drift", 0)
+        refused = sum(1 for line in result.trace_lines
+                      if '"boot.refused"' in line and "reconciliation degraded" in line)
+        assert fired <= 3 and refused <= fired, (seed, fired, refused)
+        assert result.boots < 60, (seed, result.boots)

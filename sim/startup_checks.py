@@ -1,0 +1,94 @@
+"""Invariants of startup's degraded triggers (issue M12, item 5).
+
+Seed 000_81a5c720b14d934a.txt, "Cancellation, mutation, and recovery"
+(startup reconciliation): an active broker row without a trustworthy start
+timestamp degrades recovery, and missing or mismatched delivery truth makes
+the pass degraded. The fault kinds START_UNRECORDED and DELIVERY_DRIFT
+(sim.faults.proxies) give one boot's startup such a view of a QUEUED Run;
+the proxies report each one here as it is injected. Two rules follow:
+
+- `live_hop_not_fenced`: a boot that saw a hop job active without its start
+  time never aborts that job while its Run still waits QUEUED at that
+  sequence: nothing proved the job belongs to an earlier boot;
+- `startup_degrades_honestly`: a startup that saw such a doubt about a Run
+  that is still QUEUED at that sequence (the job still active, the row still
+  truly PENDING or PUBLISHED) reports itself degraded; the strict profile
+  then refuses to serve instead of reporting ready.
+
+Like the rest of the checker these read only durable records, the broker's
+own books and what the fault proxies injected; violations go through
+`Checker.fail`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from runtime.keys import parse_hop_key
+from runtime.models import DeliveryState, RunStatus
+from runtime.seams import JobStatus
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
+
+INVARIANTS = (
+    ("live_hop_not_fenced", "a boot that saw a hop job active without a start time never "
+     "aborts it while its Run waits QUEUED at that sequence: an untrusted start is no proof "
+     "of an earlier boot", "seed 000 'Cancellation, mutation, and recovery' (an active row "
+     "without a trustworthy start timestamp degrades recovery)"),
+    ("startup_degrades_honestly", "a startup that saw a QUEUED Run's hop job active without "
+     "a start time, or its delivery row out of step with it, reports degraded (and the "
+     "strict profile refuses) while that Run still waits QUEUED at that sequence",
+     "seed 000 'Cancellation, mutation, and recovery' (missing or mismatched delivery truth "
+     "makes the pass degraded; PostgreSQL startup aborts when degraded)"),
+)
+
+
+@dataclass
+class StartupChecks:
+    checker: Checker
+    unrecorded: dict[int, set[str]] = field(default_factory=dict)
+    """Per boot number: hop keys whose job it saw active without a start time."""
+    drifted: dict[int, set[str]] = field(default_factory=dict)
+    """Per boot number: hop keys whose delivery row it read out of step with the Run."""
+
+    def on_start_unrecorded(self, boot: int, key: str) -> None:
+        self.unrecorded.setdefault(boot, set()).add(key)
+
+    def on_delivery_drift(self, boot: int, key: str) -> None:
+        self.drifted.setdefault(boot, set()).add(key)
+
+    def on_abort(self, boot: int, key: str) -> None:
+        """live_hop_not_fenced, as boot `boot` sends an abort for `key`."""
+        if key in self.unrecorded.get(boot, ()) and self._job_doubt_stands(key):
+            self.checker.fail("live_hop_not_fenced", f"boot {boot} aborted hop job {key} "
+                              "whose start time it never saw, its Run still QUEUED",
+                              boot=boot, key=key)
+
+    def on_startup_done(self, boot: int, degraded: bool) -> None:
+        """startup_degrades_honestly, once boot `boot` finished reconciling and serves."""
+        if degraded:
+            return
+        jobs = sorted(k for k in self.unrecorded.get(boot, ()) if self._job_doubt_stands(k))
+        rows = sorted(k for k in self.drifted.get(boot, ()) if self._row_doubt_stands(k))
+        if jobs or rows:
+            what = (f"hop job {jobs[0]} active without a start time" if jobs
+                    else f"delivery {rows[0]} out of step with its QUEUED Run")
+            self.checker.fail("startup_degrades_honestly", f"boot {boot} started clean "
+                              f"although it saw {what}", boot=boot, jobs=jobs, rows=rows)
+
+    def _queued_at(self, key: str) -> bool:
+        run_id, seq = parse_hop_key(key)
+        run = self.checker.world.ledger.run_table.get(run_id)
+        return run is not None and run.status is RunStatus.QUEUED and run.seq == seq
+
+    def _job_doubt_stands(self, key: str) -> bool:
+        job = self.checker.world.broker.jobs.get(key)
+        return job is not None and job.info.status is JobStatus.ACTIVE and self._queued_at(key)
+
+    def _row_doubt_stands(self, key: str) -> bool:
+        run_id, seq = parse_hop_key(key)
+        d = self.checker.world.ledger.delivery_table.get((run_id, seq))
+        open_ = d is not None and d.state in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
+        return open_ and self._queued_at(key)
