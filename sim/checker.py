@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -230,6 +230,10 @@ class Checker:
         self.app_checks: list[Callable[[bool], None]] = []
         """An application's checks: called after every committed write (False) and once
         at the end (True); each reports through `fail` or `report`."""
+        self._seqs: dict[UUID, set[int]] = {}
+        """Per Run: the sequences of its delivery rows (kept in step with the ledger)."""
+        self._sessions: dict[str, set[UUID]] = {}
+        """Per Bridge session: its nonterminal Runs (kept in step with the ledger)."""
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         self.report(invariant, message, **records)
@@ -263,17 +267,51 @@ class Checker:
     def _after_transaction(self) -> None:
         self.transactions += 1
         ledger = self.world.ledger
-        for key, d in ledger.delivery_table.items():
-            prev = self.deliveries.get(key)
-            if prev is not d:
-                self._delivery_changed(prev, d)
-        for rid, run in ledger.run_table.items():
-            prev_run = self.runs.get(rid)
-            if prev_run is not run:
-                self._run_changed(prev_run, run)
-        self._check_structure()
-        self.runs = dict(ledger.run_table)
-        self.deliveries = dict(ledger.delivery_table)
+        deliveries, runs = ledger.delivery_table, ledger.run_table
+        before_d, before_r = self.deliveries, self.runs
+        changed_d = [key for key, d in deliveries.items() if before_d.get(key) is not d]
+        changed_r = [rid for rid, run in runs.items() if before_r.get(rid) is not run]
+        gone_d = before_d.keys() - deliveries.keys() if len(before_d) + len(changed_d) > \
+            len(deliveries) else ()
+        gone_r = before_r.keys() - runs.keys() if len(before_r) + len(changed_r) > \
+            len(runs) else ()
+        for key in changed_d:
+            self._delivery_changed(before_d.get(key), deliveries[key])
+        for rid in changed_r:
+            self._run_changed(before_r.get(rid), runs[rid])
+        touched = self._reindex(changed_d, gone_d, changed_r, gone_r)
+        if touched:
+            self._check_structure(touched)
+        self.runs = dict(runs)
+        self.deliveries = dict(deliveries)
+
+    def _reindex(
+        self,
+        changed_d: list[tuple[UUID, int]],
+        gone_d: Collection[tuple[UUID, int]],
+        changed_r: list[UUID],
+        gone_r: Collection[UUID],
+    ) -> set[UUID]:
+        """Bring the sequence and session indexes up to this write; return the Runs
+        whose rows it touched (added, changed or removed, Run or delivery)."""
+        touched: set[UUID] = set()
+        for rid, seq in changed_d:
+            self._seqs.setdefault(rid, set()).add(seq)
+            touched.add(rid)
+        for rid, seq in gone_d:
+            self._seqs.get(rid, set()).discard(seq)
+            touched.add(rid)
+        for rid in itertools.chain(changed_r, gone_r):
+            touched.add(rid)
+            prev = self.runs.get(rid)
+            if prev is not None and prev.session is not None:
+                self._sessions.get(prev.session, set()).discard(rid)
+        runs = self.world.ledger.run_table
+        for rid in changed_r:
+            run = runs[rid]
+            if run.session is not None and not run.status.terminal:
+                self._sessions.setdefault(run.session, set()).add(rid)
+        return touched
 
     def _run_changed(self, prev: Run | None, run: Run) -> None:
         if prev is None:
@@ -429,28 +467,46 @@ class Checker:
             self.fail("claim_is_exact", f"delivery {d.key} claimed outside its exact window",
                       delivery_before=_brief(prev), run_before=_brief(run_before))
 
-    def _check_structure(self) -> None:
+    def _check_structure(self, touched: Collection[UUID] | None = None) -> None:
+        """single_claim, sequences_gap_free and session_fence over the Runs in
+        `touched`, or over the whole ledger when None. After every write only the
+        Runs whose Run or delivery rows that write added, changed or removed are
+        checked: each of the three rules reads only one Run's rows (its deliveries,
+        its sequence, the nonterminal Runs of its session), so a Run no write
+        touched keeps the verdict it had after the previous write."""
+        if touched is None:
+            self._index_all()
+            runs = self.world.ledger.run_table
+            touched = [*runs, *(rid for rid in self._seqs if rid not in runs)]
         ledger = self.world.ledger
-        claimed: Counter[UUID] = Counter()
-        seqs: dict[UUID, list[int]] = {}
-        for (rid, seq), d in ledger.delivery_table.items():
-            seqs.setdefault(rid, []).append(seq)
-            if d.state is DeliveryState.CLAIMED:
-                claimed[rid] += 1
-        for rid, n in claimed.items():
+        for rid in touched:
+            seqs = self._seqs.get(rid, ())
+            n = sum(1 for seq in seqs
+                    if ledger.delivery_table[(rid, seq)].state is DeliveryState.CLAIMED)
             if n > 1:
                 self.fail("single_claim", f"Run {rid} has {n} CLAIMED deliveries", run=str(rid))
-        sessions: dict[str, UUID] = {}
-        for rid, run in ledger.run_table.items():
-            have = sorted(seqs.get(rid, []))
+        for rid in touched:
+            run = ledger.run_table.get(rid)
+            if run is None:
+                continue
+            have = sorted(self._seqs.get(rid, ()))
             if have != list(range(run.seq + 1)):
                 self.fail("sequences_gap_free", f"Run {rid} has sequences {have}",
                           run=_brief(run))
             if run.session is not None and not run.status.terminal:
-                other = sessions.setdefault(run.session, rid)
-                if other != rid:
+                others = sorted(self._sessions.get(run.session, set()) - {rid})
+                if others:
                     self.fail("session_fence", f"session {run.session} has two nonterminal Runs",
-                              runs=[str(other), str(rid)])
+                              runs=[str(others[0]), str(rid)])
+
+    def _index_all(self) -> None:
+        """Rebuild the sequence and session indexes from the whole ledger."""
+        self._seqs, self._sessions = {}, {}
+        for rid, seq in self.world.ledger.delivery_table:
+            self._seqs.setdefault(rid, set()).add(seq)
+        for rid, run in self.world.ledger.run_table.items():
+            if run.session is not None and not run.status.terminal:
+                self._sessions.setdefault(run.session, set()).add(rid)
 
     def _check_terminal_steps(self) -> None:
         """terminal_step_at_most_once, incrementally: only Steps appended since the
