@@ -660,7 +660,7 @@ class Checker:
     def _check_broker(self) -> None:
         runs = self.world.ledger.run_table
         published: Counter[str] = Counter()
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("job.published"):
             if rec["event"] == "job.published":
                 published[rec["data"]["key"]] += 1
         for key, n in sorted(published.items()):
@@ -681,7 +681,7 @@ class Checker:
         if not self.late_jobs:
             return
         aborted: set[str] = set()
-        for index, rec in enumerate(self.world.trace.records()):
+        for index, rec in self.world.trace.indexed("job.abort"):
             if rec["event"] == "job.abort":
                 landed = self.late_jobs.get(rec["data"]["key"])
                 if landed is not None and index >= landed[1]:
@@ -696,7 +696,7 @@ class Checker:
     def _check_no_live_job_after_terminal(self) -> None:
         live_boot = self.world.live_boot
         taken_by: dict[str, int | None] = {}
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("job.dequeued"):
             if rec["event"] == "job.dequeued":
                 taken_by[rec["data"]["key"]] = rec["boot"]
         runs = self.world.ledger.run_table
@@ -718,7 +718,7 @@ class Checker:
 
     def _check_admissions(self) -> None:
         by_key: dict[str, set[str]] = {}
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("submit.result"):
             if rec["event"] != "submit.result":
                 continue
             data = rec["data"]
@@ -759,7 +759,7 @@ class Checker:
 
     def _check_subscribers(self) -> None:
         streams: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("sub.event"):
             if rec["event"] == "sub.event":
                 d = rec["data"]
                 streams.setdefault((d["sub"], d["run"], rec["boot"]), []).append(d)
@@ -840,7 +840,8 @@ class _StaticWorld:
         self.broker = SimpleNamespace(jobs=infos)
         self.effects = SimpleNamespace(calls=[])
         self.agents = SimpleNamespace(live_jobs_of=lambda run_id: [])
-        self.trace = SimpleNamespace(emit=lambda *a, **k: None, records=lambda: iter(()))
+        self.trace = SimpleNamespace(emit=lambda *a, **k: None, records=lambda *events: iter(()),
+                                     indexed=lambda *events: iter(()))
 
     def request_stop(self) -> None:
         return None

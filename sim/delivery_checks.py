@@ -112,7 +112,7 @@ def replay_matches_content(checker: Checker) -> None:
     """`idempotent_admission`, by content: every admission that returned one Run
     carried the same content (by the client's own digest)."""
     seen: dict[str, tuple[str, str | None]] = {}
-    for rec in checker.world.trace.records():
+    for rec in checker.world.trace.records("submit.result"):
         if rec["event"] != "submit.result":
             continue
         data = rec["data"]

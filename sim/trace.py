@@ -36,7 +36,8 @@ class Trace:
     lines: list[str] = field(default_factory=list)
     boot: int = 0
     last_t: float = 0.0
-    _parsed: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    _parsed: dict[int, tuple[str, dict[str, Any]]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def emit(self, actor: str, event: str, **data: Any) -> None:
         self.last_t = round(trio.current_time(), 6)  # the simulator runs on trio
@@ -49,15 +50,30 @@ class Trace:
         }
         self.lines.append(_ENCODER.encode(record))
 
-    def records(self) -> Iterator[dict[str, Any]]:
-        """Each line parsed, in order. Lines are parsed once and kept: the final
-        checks read the whole trace several times. Callers must not mutate them."""
-        parsed = self._parsed
-        if len(parsed) > len(self.lines):
-            parsed.clear()  # the lines were replaced: parse them again
-        for line in self.lines[len(parsed):]:
-            parsed.append(json.loads(line))
-        yield from parsed[: len(self.lines)]
+    def records(self, *events: str) -> Iterator[dict[str, Any]]:
+        """Each line parsed, in order; with `events`, only the lines of those events.
+        Callers must not mutate them."""
+        for _, record in self.indexed(*events):
+            yield record
+
+    def indexed(self, *events: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line index, parsed line) of every line, or of the lines of `events`.
+
+        A line is parsed once and kept (the final checks read the trace several
+        times), and with `events` only lines that contain `"event":"<name>"` are
+        parsed at all: canonical JSON escapes every quote inside a string, so that
+        text is the line's own event key or a nested one, and the parsed record
+        decides which."""
+        cache = self._parsed
+        marks = tuple(_ENCODER.encode({"event": e})[1:-1] for e in events)
+        for index, line in enumerate(self.lines):
+            if marks and not any(mark in line for mark in marks):
+                continue
+            hit = cache.get(index)
+            if hit is None or hit[0] is not line:  # new, or the lines were replaced
+                hit = cache[index] = (line, json.loads(line))
+            if not events or hit[1]["event"] in events:
+                yield index, hit[1]
 
     def digest(self) -> str:
         h = hashlib.sha256()

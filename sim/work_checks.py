@@ -209,7 +209,7 @@ class JobChecks:
     def _closed_attempts(self) -> set[tuple[UUID, int]]:
         """(job, fence) attempts whose run_once returned normally (from the trace)."""
         closed: set[tuple[UUID, int]] = set()
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("jobs.step"):
             if rec["event"] == "jobs.step" and rec["data"].get("returned") \
                     and rec["data"].get("claimed"):
                 job, fence = rec["data"]["claimed"]
@@ -218,7 +218,7 @@ class JobChecks:
 
     def _check_receipts(self) -> None:
         store = self.world.jobs
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("evidence.received"):
             if rec["event"] != "evidence.received":
                 continue
             data = rec["data"]
@@ -352,7 +352,7 @@ class ServiceChecks:
     def _check_prepares(self) -> None:
         """A changed payload for a key is refused; the same payload never is."""
         store = self.world.services
-        for rec in self.world.trace.records():
+        for rec in self.world.trace.records("service.prepare"):
             if rec["event"] != "service.prepare":
                 continue
             data = rec["data"]
