@@ -37,7 +37,6 @@ applies backpressure to `publish`. Token deltas are live-only.
 
 from __future__ import annotations
 
-import copy
 import enum
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -57,7 +56,14 @@ from runtime.events.errors import (
     InvalidCursor,
     ReservedKind,
 )
-from runtime.events.model import CLOSE_GRACE_S, QUEUE_LIMIT, REPLAY_LIMIT, Event, EventKind
+from runtime.events.model import (
+    CLOSE_GRACE_S,
+    QUEUE_LIMIT,
+    REPLAY_LIMIT,
+    Event,
+    EventKind,
+    detach,
+)
 
 MAX_SUBSCRIBERS = 1024
 """Live subscribers per channel; one more raises `CapacityExceeded`."""
@@ -146,7 +152,7 @@ class RunChannel:
 
     def snapshot(self) -> dict[str, Any]:
         """The owner's authoritative record, detached."""
-        return copy.deepcopy(dict(self.snapshot_source()))
+        return detach(dict(self.snapshot_source()))
 
     # -- publishing -----------------------------------------------------------
 
@@ -159,7 +165,7 @@ class RunChannel:
         """
         if kind == EventKind.RESYNC:
             raise ReservedKind(self.run_id, kind)
-        payload = copy.deepcopy(dict(data)) if data else {}
+        payload = detach(dict(data)) if data else {}
         async with self._lock:
             self._admit(kind)
             event = Event(run_id=self.run_id, cursor=self._cursor + 1, kind=kind, data=payload)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import enum
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,4 +75,24 @@ class Event(BaseModel):
 
     def detached(self) -> Event:
         """A copy whose metadata shares no mutable object with this one."""
-        return self.model_copy(update={"data": copy.deepcopy(self.data)})
+        return self.model_copy(update={"data": detach(self.data)})
+
+
+_T = TypeVar("_T")
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def detach(value: _T) -> _T:
+    """A deep copy of `value`: dicts and lists of plain values are rebuilt
+    directly (event metadata is JSON-shaped, and copy.deepcopy's memo
+    bookkeeping cost more than the copy itself), anything else goes through
+    copy.deepcopy. A dict or list reached twice is copied twice, which no
+    reader can tell apart from a shared copy of immutable content."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: detach(v) for k, v in value.items()}  # type: ignore[attr-defined,return-value]
+    if kind is list:
+        return [detach(v) for v in value]  # type: ignore[attr-defined,return-value]
+    return copy.deepcopy(value)

@@ -44,7 +44,6 @@ proxy around the Ledger seam; the writer only needs the two Step methods
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +58,7 @@ import anyio.lowlevel
 
 from runtime.events._signal import Signal
 from runtime.events.errors import StepWriteFailed, StepWriterClosed
-from runtime.events.model import Event
+from runtime.events.model import Event, detach
 from runtime.models import Step
 from runtime.seams import Clock
 
@@ -296,7 +295,7 @@ class StepWriter:
             if step.kind == item.kind and step.data == item.data:
                 return step  # an earlier, ambiguous append did land
         return await self._ledger.append_step(
-            self.run_id, self.seq, item.kind, copy.deepcopy(item.data), self._clock.now()
+            self.run_id, self.seq, item.kind, detach(item.data), self._clock.now()
         )
 
     # -- the tee ----------------------------------------------------------------
@@ -312,7 +311,7 @@ class StepWriter:
             raise ValueError(f"event of Run {event.run_id} given to the writer of {self.run_id}")
         if not event.persisted:
             return
-        await self._enqueue(_Item(self._gen, event.kind, copy.deepcopy(event.data)))
+        await self._enqueue(_Item(self._gen, event.kind, detach(event.data)))
 
     async def _enqueue(self, item: _Item) -> None:
         await self._wait_room(item.kind)
@@ -366,7 +365,7 @@ class StepWriter:
         now); raises StepWriteFailed, latched on the fresh generation, when
         that one attempt fails.
         """
-        payload = copy.deepcopy(dict(data)) if data else {}
+        payload = detach(dict(data)) if data else {}
         while (current := self._repair) is not None:
             await self._wait_repair(current)
             if current.done and current.kind == kind and current.data == payload:
@@ -381,7 +380,7 @@ class StepWriter:
             await self._wait_room(kind)
             # The fresh generation starts with the retried Step: no await until it is queued.
             self._gen = mine.generation = _Generation(self._gen.number + 1)
-            self._push(_Item(self._gen, kind, copy.deepcopy(payload), mine))
+            self._push(_Item(self._gen, kind, detach(payload), mine))
             await self._wait_repair(mine)
             return self._repaired(mine)
         finally:
@@ -404,4 +403,4 @@ class StepWriter:
             error = gen.error
             assert error is not None
             raise StepWriteFailed(self.run_id, gen.number, repair.kind, error) from error
-        return repair.step.model_copy(update={"data": copy.deepcopy(repair.step.data)})
+        return repair.step.model_copy(update={"data": detach(repair.step.data)})

@@ -334,6 +334,18 @@ async def test_subscribers_per_channel_are_bounded() -> None:
 # -- metadata is detached at every boundary ------------------------------------------------
 
 
+def test_detach_shares_no_mutable_object_at_any_depth() -> None:
+    from runtime.events.model import detach
+
+    original: dict[str, Any] = {"a": [1, {"b": [2.5, None, True]}], "t": ([3],), "s": {4}}
+    copied = detach(original)
+    assert copied == original
+    copied["a"][1]["b"].append("x")
+    copied["t"][0].append("y")
+    copied["s"].add(5)
+    assert original == {"a": [1, {"b": [2.5, None, True]}], "t": ([3],), "s": {4}}
+
+
 async def test_metadata_is_copied_at_publish() -> None:
     ch = channel()
     sub = ch.subscribe(0)
