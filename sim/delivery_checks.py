@@ -75,8 +75,9 @@ def held_released_by_hook(checker: Checker, prev: RunDelivery | None, d: RunDeli
     retention hook for its Run has completed (the client records each completion)."""
     if prev is None or prev.state is not S.HELD or d.state is not S.PENDING:
         return
-    needle = f'"run":"{d.run_id}"'
-    if not any('"retain.done"' in line and needle in line for line in checker.world.trace.lines):
+    run = str(d.run_id)
+    if not any(rec["data"].get("run") == run
+               for rec in checker.world.trace.records("retain.done")):
         checker.fail("held_released_by_hook", f"delivery {d.key} released HELD -> PENDING "
                      "before its retention hook completed", delivery=_brief(d))
 

@@ -8,8 +8,9 @@ lines in any process on any machine.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -34,10 +35,13 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_defa
 @dataclass
 class Trace:
     lines: list[str] = field(default_factory=list)
+    """Append-only, through `emit`."""
     boot: int = 0
     last_t: float = 0.0
-    _parsed: dict[int, tuple[str, dict[str, Any]]] = field(
-        default_factory=dict, repr=False, compare=False)
+    _by_event: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
+    """Per event name: the indexes of its lines, in order."""
+    _indexed: int = field(default=0, repr=False, compare=False)
+    _parsed: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def emit(self, actor: str, event: str, **data: Any) -> None:
         self.last_t = round(trio.current_time(), 6)  # the simulator runs on trio
@@ -48,6 +52,9 @@ class Trace:
             "event": event,
             "data": data,
         }
+        if self._indexed == len(self.lines):
+            self._by_event.setdefault(event, []).append(self._indexed)
+            self._indexed += 1
         self.lines.append(_ENCODER.encode(record))
 
     def records(self, *events: str) -> Iterator[dict[str, Any]]:
@@ -59,21 +66,29 @@ class Trace:
     def indexed(self, *events: str) -> Iterator[tuple[int, dict[str, Any]]]:
         """(line index, parsed line) of every line, or of the lines of `events`.
 
-        A line is parsed once and kept (the final checks read the trace several
-        times), and with `events` only lines that contain `"event":"<name>"` are
-        parsed at all: canonical JSON escapes every quote inside a string, so that
-        text is the line's own event key or a nested one, and the parsed record
-        decides which."""
-        cache = self._parsed
-        marks = tuple(_ENCODER.encode({"event": e})[1:-1] for e in events)
+        `emit` notes each line's index under its event, so the final checks (each
+        reads one or two events) never scan the whole trace; a line is parsed once
+        and kept, for they read the same lines several times."""
+        if self._indexed != len(self.lines):
+            self._reindex()  # lines appended behind emit's back: index them afresh
+        if events:
+            found = (self._by_event.get(e, []) for e in events)
+            chosen: Iterable[int] = heapq.merge(*found) if len(events) > 1 else next(found)
+        else:
+            chosen = range(len(self.lines))
+        parsed = self._parsed
+        for index in list(chosen):
+            record = parsed.get(index)
+            if record is None:
+                record = parsed[index] = json.loads(self.lines[index])
+            yield index, record
+
+    def _reindex(self) -> None:
+        self._by_event, self._parsed = {}, {}
         for index, line in enumerate(self.lines):
-            if marks and not any(mark in line for mark in marks):
-                continue
-            hit = cache.get(index)
-            if hit is None or hit[0] is not line:  # new, or the lines were replaced
-                hit = cache[index] = (line, json.loads(line))
-            if not events or hit[1]["event"] in events:
-                yield index, hit[1]
+            record = self._parsed[index] = json.loads(line)
+            self._by_event.setdefault(record["event"], []).append(index)
+        self._indexed = len(self.lines)
 
     def digest(self) -> str:
         h = hashlib.sha256()
