@@ -266,8 +266,18 @@ class Checker:
 
     def _after_transaction(self) -> None:
         self.transactions += 1
-        ledger = self.world.ledger
-        deliveries, runs = ledger.delivery_table, ledger.run_table
+        changes = self._diff()
+        changed_d, _, changed_r, _ = changes
+        for key in changed_d:
+            self._delivery_changed(self.deliveries.get(key), self.world.ledger.delivery_table[key])
+        for rid in changed_r:
+            self._run_changed(self.runs.get(rid), self.world.ledger.run_table[rid])
+        self._structure_after_write(*changes)
+
+    def _diff(self) -> tuple[list[tuple[UUID, int]], Collection[tuple[UUID, int]],
+                             list[UUID], Collection[UUID]]:
+        """Delivery and Run rows added or changed, and removed, since the last write."""
+        deliveries, runs = self.world.ledger.delivery_table, self.world.ledger.run_table
         before_d, before_r = self.deliveries, self.runs
         changed_d = [key for key, d in deliveries.items() if before_d.get(key) is not d]
         changed_r = [rid for rid, run in runs.items() if before_r.get(rid) is not run]
@@ -275,15 +285,22 @@ class Checker:
             len(deliveries) else ()
         gone_r = before_r.keys() - runs.keys() if len(before_r) + len(changed_r) > \
             len(runs) else ()
-        for key in changed_d:
-            self._delivery_changed(before_d.get(key), deliveries[key])
-        for rid in changed_r:
-            self._run_changed(before_r.get(rid), runs[rid])
+        return changed_d, gone_d, changed_r, gone_r
+
+    def _structure_after_write(
+        self,
+        changed_d: list[tuple[UUID, int]],
+        gone_d: Collection[tuple[UUID, int]],
+        changed_r: list[UUID],
+        gone_r: Collection[UUID],
+    ) -> None:
+        """The structural invariants over the Runs this write touched; then this
+        write's records become the ones the next write is compared with."""
         touched = self._reindex(changed_d, gone_d, changed_r, gone_r)
+        self.runs = dict(self.world.ledger.run_table)
+        self.deliveries = dict(self.world.ledger.delivery_table)
         if touched:
             self._check_structure(touched)
-        self.runs = dict(runs)
-        self.deliveries = dict(deliveries)
 
     def _reindex(
         self,
