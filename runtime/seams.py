@@ -151,6 +151,23 @@ class Ledger(Protocol):
         """
         ...
 
+    # -- boot registry (issue 15, M11: several Vessels on one database) --------
+
+    async def register_boot(self, boot_id: str, lease_s: float, now: datetime) -> None:
+        """Record this boot with a lease of `lease_s` seconds (a repeat renews it)."""
+        ...
+
+    async def renew_boot(self, boot_id: str, lease_s: float, now: datetime) -> bool:
+        """Extend the boot's lease to `lease_s` seconds from now; True when the
+        lease had not yet expired (False: others may already have fenced its work)."""
+        ...
+
+    async def boot_alive(self, boot_id: str, now: datetime) -> bool:
+        """True while the boot is registered and its lease has not expired. An
+        unregistered boot is dead: every boot registers before it claims. A
+        database ledger measures leases by the database's clock, not `now`."""
+        ...
+
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:
         """Nonterminal Runs of a Bridge session (bounded)."""
         ...

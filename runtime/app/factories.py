@@ -19,6 +19,7 @@ from runtime.app.http import LifespanFactory
 from runtime.app.lifespan import Lifespan
 from runtime.app.profiles import LeasedAgents, Vessel, memory_vessel, postgres_vessel
 from runtime.errors import stop_unproven
+from runtime.recovery.boot_lease import BOOT_LEASE_S
 from runtime.seams import FaultPoints
 
 SERVICE_FINISH_AFTER_S = 2.0
@@ -82,7 +83,8 @@ def postgres_lifespan(
                 dsn, migrate=migrate, faults=faults, concurrency=concurrency, agents=agents,
                 service_driver=driver,
             ))
-            yield Lifespan(vessel, strict=True, relay_every_s=relay_every_s)
+            yield Lifespan(vessel, strict=True, relay_every_s=relay_every_s,
+                           boot_lease_s=BOOT_LEASE_S)
 
     return factory
 

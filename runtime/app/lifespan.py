@@ -4,7 +4,8 @@ Seed 000_81a5c720b14d934a.txt ("Topology and limits", "Cancellation,
 mutation, and recovery"). The profile connects the queues first; then
 `serving()`:
 
-1. captures the boot cutoff and runs `reconcile_runs` directly (never as
+1. captures the boot cutoff, registers the boot's lease when it has one
+   (runtime.recovery.boot_lease), and runs `reconcile_runs` directly (never as
    broker work); a degraded pass refuses startup on the strict (PostgreSQL)
    profile before any worker or HTTP surface starts, and is only logged on
    the best-effort memory profile;
@@ -32,6 +33,7 @@ from runtime import faults
 from runtime.app.profiles import Vessel
 from runtime.cancel import Canceller
 from runtime.errors import StopUnproven, stop_unproven, unproven_stops
+from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.reconcile import ReconcileReport, reconcile_runs
 from runtime.recovery.relay import Relays
 from runtime.recovery.supervisor import supervise
@@ -76,6 +78,11 @@ class Lifespan:
     strict: bool
     relay_every_s: float = 5.0
     shutdown_deadline_s: float = SHUTDOWN_DEADLINE_S
+    boot_lease_s: float | None = None
+    """With a lease (the PostgreSQL profile), this boot registers in the boot
+    registry before reconciling and renews its lease while serving, so other
+    Vessels on the same database leave its work alone (issue 15, M11). None:
+    one process owns the ledger (memory profile) and registers nothing."""
     canceller: Canceller = field(init=False)
     status: LifespanStatus = field(init=False)
 
@@ -89,8 +96,13 @@ class Lifespan:
     async def serving(self) -> AsyncIterator[LifespanStatus]:
         deps = self.vessel.deps
         cutoff = deps.clock.now()
+        lease = None
+        if self.boot_lease_s is not None:
+            lease = BootLeaseKeeper(deps, self.boot_lease_s)
+            await lease.register()
         self.status.phase = "reconciling"
-        report = await reconcile_runs(self.vessel.engine, cutoff, self.canceller)
+        report = await reconcile_runs(self.vessel.engine, cutoff, self.canceller,
+                                      may_fence_others=lease is None)
         self.status.report = report
         self.status.degraded = report.degraded_reasons
         if report.degraded:
@@ -101,14 +113,19 @@ class Lifespan:
         relays = Relays(self.vessel.engine, cutoff, self.canceller,
                         self.vessel.worker.evidence_debt,
                         live_claims=self.vessel.worker.live_claims,
-                        every_s=self.relay_every_s)
+                        every_s=self.relay_every_s, lease=lease)
         body_failed = False
         incomplete: ShutdownIncomplete | None = None
         async with anyio.create_task_group() as tg:
             relay_part, lane_part = _Part("relays"), _Part("workers")
+            parts: tuple[_Part, ...] = (relay_part, lane_part)
             tg.start_soon(relay_part.run,
                           lambda: supervise("relays", relays.run_forever, self._restarted))
             tg.start_soon(lane_part.run, self.vessel.lanes.serve)
+            if lease is not None:
+                lease_part = _Part("boot lease")
+                parts = (lease_part, *parts)
+                tg.start_soon(lease_part.run, lease.run_forever)
             self.status.phase = "ready"
             try:
                 yield self.status
@@ -119,7 +136,7 @@ class Lifespan:
                 self.status.phase = "stopping"
                 with anyio.CancelScope(shield=True):
                     await deps.faults.point(faults.SHUTDOWN_STARTED, boot=deps.boot_id)
-                    incomplete = await self._stop((relay_part, lane_part))
+                    incomplete = await self._stop(parts)
                 if incomplete is None:
                     self.status.phase = "stopped"
                 elif body_failed:

@@ -8,7 +8,9 @@ id (`binds_window`) and the latest non-cancelled consent (or an existing
 agent job, or service attempt, of this Run). A decided consent is parked and re-fired; a parked
 service attempt is left to the service-wait pass that follows. Everything else has its correlated
 effects contained and fails as lost; when containment cannot be proved the
-Run stays nonterminal and the pass is degraded.
+Run stays nonterminal and the pass is degraded. "Earlier boot" means a dead
+one (issue 15, M11): a hop claimed by another Vessel's boot whose lease is
+still live is left alone, and the relay re-examines it once the lease expires.
 
 The relay also recovers, in the same live boot, a hop of this boot whose
 broker job was aborted under it: its claim token is no longer among the
@@ -37,7 +39,7 @@ from runtime.events.repair import write_or_owe
 from runtime.graph.snapshots import Checkpoint, NodeSnapshot
 from runtime.keys import hop_key
 from runtime.models import CheckpointRecord, ConsentStatus, Run, RunDelivery
-from runtime.seams import JobStatus
+from runtime.seams import Deps, JobStatus
 from runtime.stasis.consent import refire_consent
 
 LOST = "lost: the process died during an uncheckpointed hop"
@@ -46,6 +48,7 @@ ABANDONED = "lost: a sweep aborted the hop's broker job under its claim in this 
 
 class OrphanVerdict(enum.StrEnum):
     LIVE = "live"
+    LIVE_ELSEWHERE = "live_elsewhere"
     PARKED_CONSENT = "parked_consent"
     PARKED_DELEGATE = "parked_delegate"
     PARKED_SERVICE = "parked_service"
@@ -60,16 +63,23 @@ async def recover_orphan(
     canceller: Canceller,
     run: Run,
     live_claims: Collection[str] | None = None,
+    *,
+    may_fence_others: bool = True,
 ) -> OrphanVerdict:
     """`live_claims`: the claim tokens of this process's running hops (the relay
     passes the worker's); None (startup, before any hop) leaves every claim of
-    this boot alone."""
+    this boot alone.
+    `may_fence_others` False: this boot cannot yet judge other boots dead
+    (its own lease was not continuously live for a whole lease, so theirs may
+    have lapsed only because the database was unreachable for everyone)."""
     deps = engine.deps
     delivery = await deps.ledger.get_delivery(run.id, run.seq)
     if delivery is not None and delivery.claimed_boot == deps.boot_id:
         if live_claims is None or not await abandoned(engine, delivery, live_claims):
             return OrphanVerdict.LIVE
         return await _recover_abandoned(engine, canceller, run, delivery)
+    if not may_fence_others or await claimed_by_live_boot(deps, delivery):
+        return OrphanVerdict.LIVE_ELSEWHERE  # re-examined once that boot's lease expires
     key = hop_key(run.id, run.seq)
     job = await deps.broker.probe(key)
     if job is not None and job.status.live and job.status is not JobStatus.ABORTING:
@@ -121,6 +131,15 @@ async def _recover_abandoned(
         return OrphanVerdict.MOVED
     await write_or_owe(deps, failed, canceller.evidence_debt)
     return OrphanVerdict.FAILED_ABANDONED
+
+
+async def claimed_by_live_boot(deps: Deps, delivery: RunDelivery | None) -> bool:
+    """Another Vessel's boot still holding its lease owns this hop (issue 15,
+    M11): it is neither fenced nor failed. A boot that never registered (a
+    single-Vessel deployment's earlier boot) or whose lease expired is dead."""
+    if delivery is None or delivery.claimed_boot is None:
+        return False
+    return await deps.ledger.boot_alive(delivery.claimed_boot, deps.clock.now())
 
 
 def binds_window(record: CheckpointRecord, run: Run) -> bool:

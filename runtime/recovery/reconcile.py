@@ -73,9 +73,16 @@ class ReconcileReport:
 
 
 async def reconcile_runs(
-    engine: RunEngine, boot_cutoff: datetime, canceller: Canceller | None = None
+    engine: RunEngine,
+    boot_cutoff: datetime,
+    canceller: Canceller | None = None,
+    *,
+    may_fence_others: bool = True,
 ) -> ReconcileReport:
-    """`canceller` carries the process's event bus and evidence debts (lifespan's)."""
+    """`canceller` carries the process's event bus and evidence debts (lifespan's).
+    `may_fence_others` False (a boot that shares its database with other
+    Vessels and has just registered): other boots' hops are left to the relay,
+    which judges their leases once this boot's own lease is steady."""
     deps = engine.deps
     await deps.faults.point(faults.RECONCILE_STARTED, boot=deps.boot_id)
     report = ReconcileReport()
@@ -94,7 +101,7 @@ async def reconcile_runs(
             report.cleanup_owed.append(run.id)
         await _refence_late_job(deps, run)
     async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
-        verdict = await recover_orphan(engine, canceller, run)
+        verdict = await recover_orphan(engine, canceller, run, may_fence_others=may_fence_others)
         report.orphans.setdefault(verdict, []).append(run.id)
     async for run in all_runs(deps.ledger, (RunStatus.AWAITING_CONSENT,)):
         if await refire_consent(engine, run):

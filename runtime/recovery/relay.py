@@ -31,6 +31,7 @@ from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.events.repair import repair_terminal_evidence
 from runtime.models import Run, RunStatus
+from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.cleanup import pay_cleanup_debt
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
@@ -57,6 +58,8 @@ class Relays:
     every_s: float = RELAY_EVERY_S
     errors: int = field(default=0)
     pages: dict[RunStatus, PageScheduler] = field(default_factory=dict)
+    lease: BootLeaseKeeper | None = None
+    """This boot's lease (several Vessels on one database); None: the only boot."""
 
     async def run_forever(self) -> None:
         while True:
@@ -101,8 +104,11 @@ class Relays:
         return (await self.canceller.cancel(run.id)).status.terminal
 
     async def _orphan(self, run: Run) -> bool:
-        verdict = await recover_orphan(self.engine, self.canceller, run, self.live_claims)
-        return verdict is not OrphanVerdict.UNCONTAINED
+        judge = self.lease is None or self.lease.steady()
+        verdict = await recover_orphan(self.engine, self.canceller, run, self.live_claims,
+                                       may_fence_others=judge)
+        # Another live boot's hop is revisited: it becomes ours once its lease expires.
+        return verdict not in (OrphanVerdict.UNCONTAINED, OrphanVerdict.LIVE_ELSEWHERE)
 
     async def _consent(self, run: Run) -> bool:
         return await refire_consent(self.engine, run) is not None

@@ -10,6 +10,7 @@ so a call that was parked when its boot died still has no effect.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
@@ -157,6 +158,21 @@ class SimLedger(_Guarded):
         if fresh:
             self.world.checker.on_delivery_drift(self.boot.number, d.key)
         return d.model_copy(update={"state": DRIFTS[d.run_id.int % len(DRIFTS)]})
+
+    # The boot registry (issue 15): no injected faults, so a world whose boots
+    # never register (one live boot at a time) runs exactly as before it existed.
+
+    async def register_boot(self, boot_id: str, lease_s: float, now: datetime) -> None:
+        self.boot.check_alive()
+        await self._guard(lambda: self.inner.register_boot(boot_id, lease_s, now))
+
+    async def renew_boot(self, boot_id: str, lease_s: float, now: datetime) -> bool:
+        self.boot.check_alive()
+        return await self._guard(lambda: self.inner.renew_boot(boot_id, lease_s, now))
+
+    async def boot_alive(self, boot_id: str, now: datetime) -> bool:
+        self.boot.check_alive()
+        return await self._guard(lambda: self.inner.boot_alive(boot_id, now))
 
     def _refuse_stuck(self, run_id: str, fired: bool) -> None:
         """A stuck checkpoint refuses its deletion (nothing applied) until heal."""

@@ -18,6 +18,7 @@ failed, never guessed forward):
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,18 @@ def processes() -> Iterator[list[VesselProcess]]:
     yield started
     for process in started:  # never leave a server behind, whatever failed
         process.kill()
+
+
+def until_terminal(client: httpx.Client, url: str, within_s: float = 60.0) -> dict[str, Any]:
+    """The Run once terminal: boot 1's lease must expire first (issue 15, M11:
+    another boot's work is recovered only once its lease ran out), then the
+    relay of boot 2 fails it as lost."""
+    deadline = time.monotonic() + within_s
+    while True:
+        run: dict[str, Any] = client.get(url, headers=AUTH).json()
+        if run["status"] in ("DONE", "FAILED", "CANCELLED") or time.monotonic() > deadline:
+            return run
+        time.sleep(0.5)
 
 
 def row(dsn: str, sql: str, *params: object) -> tuple[Any, ...] | None:
@@ -83,7 +96,7 @@ def test_sigkill_at_claim_committed_then_restart_fails_the_run_as_lost(
             assert replay.json()["id"] == run_id
         run_id = replay.json()["id"]
 
-        run = client.get(f"{boot2.url}/runs/{run_id}", headers=AUTH).json()
+        run = until_terminal(client, f"{boot2.url}/runs/{run_id}")
         assert run["status"] == "FAILED", run
         assert run["error"].startswith("lost"), run
         assert run["started_at"] is not None and run["result"] is None

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from runtime.adapters.memory.boots import BootLease, BootsMixin
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.adapters.memory.waits import WaitsMixin
@@ -46,10 +47,11 @@ class MemorySnapshot:
     consents: dict[UUID, Consent]
     agent_jobs: dict[UUID, AgentJob]
     checkpoints: dict[UUID, CheckpointRecord]
+    boots: dict[str, BootLease] = field(default_factory=dict)
 
 
 @dataclass
-class MemoryLedger(WaitsMixin):
+class MemoryLedger(WaitsMixin, BootsMixin):
     run_table: dict[UUID, Run] = field(default_factory=dict)
     delivery_table: dict[tuple[UUID, int], RunDelivery] = field(default_factory=dict)
     step_log: dict[UUID, list[Step]] = field(default_factory=dict)
@@ -57,6 +59,7 @@ class MemoryLedger(WaitsMixin):
     agent_job_table: dict[UUID, AgentJob] = field(default_factory=dict)
     checkpoint_table: dict[UUID, CheckpointRecord] = field(default_factory=dict)
     services: MemoryServiceStore = field(default_factory=MemoryServiceStore)
+    boot_table: dict[str, BootLease] = field(default_factory=dict)
 
     # -- whole-state copies -------------------------------------------------
 
@@ -68,6 +71,7 @@ class MemoryLedger(WaitsMixin):
             dict(self.consent_table),
             dict(self.agent_job_table),
             dict(self.checkpoint_table),
+            dict(self.boot_table),
         )
 
     def restore(self, snap: MemorySnapshot) -> None:
@@ -77,6 +81,7 @@ class MemoryLedger(WaitsMixin):
         self.consent_table = dict(snap.consents)
         self.agent_job_table = dict(snap.agent_jobs)
         self.checkpoint_table = dict(snap.checkpoints)
+        self.boot_table = dict(snap.boots)
 
     # -- admission ----------------------------------------------------------
 

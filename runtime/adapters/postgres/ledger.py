@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 
 from runtime.adapters.postgres import queries as q
 from runtime.adapters.postgres import wait_queries as wq
+from runtime.adapters.postgres.boots import BootsMixin
 from runtime.adapters.postgres.connect import DEFAULT_CONNECT_TIMEOUT_S, open_pool, probe
 from runtime.adapters.postgres.migrate import require_current
 from runtime.adapters.postgres.rows import (
@@ -68,7 +69,7 @@ from runtime.models import (
 from runtime.seams import Ledger
 
 
-class PostgresLedger(WaitsMixin):
+class PostgresLedger(WaitsMixin, BootsMixin):
     """The production ledger. Build it with `await PostgresLedger.connect(dsn)`."""
 
     @classmethod
