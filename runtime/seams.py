@@ -207,9 +207,31 @@ class Ledger(Protocol):
         """Idempotent; only a terminal Run's checkpoint is deleted."""
         ...
 
-    async def checkpoint_debts(self, limit: int) -> list[UUID]:
+    async def checkpoint_debts(self, limit: int, after: UUID | None = None) -> list[UUID]:
         """Terminal Runs that still hold a checkpoint (cleanup owed), by Run id,
-        at most `limit` of them: what the relay retries deleting."""
+        strictly after `after`, at most `limit` of them: what startup and the
+        relay retry deleting. Reads only checkpoints, never terminal history."""
+        ...
+
+    # -- startup debts (issue 15: startup in O(work still open)) ---------------
+
+    async def evidence_debts(self, after: tuple[datetime, UUID] | None, limit: int) -> list[Run]:
+        """Terminal Runs without a terminal Step (evidence owed), ordered by
+        (updated_at, id) strictly after the cursor. A Run leaves this set in
+        the transaction of `append_step` of a terminal kind (run.done,
+        run.failed, run.cancelled), so the read never grows with history."""
+        ...
+
+    async def late_fence_debts(
+        self, after: tuple[datetime, UUID] | None, limit: int
+    ) -> list[Run]:
+        """CANCELLED Runs whose late hop job startup has not yet probed, ordered
+        by (updated_at, id) strictly after the cursor. `finish_cancel` records
+        the debt in the transaction that exposes CANCELLED."""
+        ...
+
+    async def settle_late_fence(self, run_id: UUID) -> bool:
+        """Clear the late-fence debt of a CANCELLED Run; False when none was owed."""
         ...
 
     # -- consent (seed 000, "Events, settlement, and waits") -------------------

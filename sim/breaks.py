@@ -32,7 +32,7 @@ from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
 from runtime.models import CheckpointRecord, Claim, DeliveryState, Run, RunDelivery, RunStatus
 from runtime.publish_fence import LateJob
-from runtime.recovery import deliveries, orphans, reconcile
+from runtime.recovery import debts, deliveries, orphans
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.seams import Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
@@ -129,6 +129,14 @@ async def _fatal_release(ledger: Ledger, run_id: UUID) -> bool:
     return True
 
 
+async def _no_debts(
+    self: MemoryLedger, after: tuple[datetime, UUID] | None, limit: int
+) -> list[Run]:
+    """A ledger that forgets a debt where it arose: startup finds nothing owed."""
+    await enter()
+    return []
+
+
 async def _leave_late_job(self: RunEngine, delivery: RunDelivery) -> LateJob:
     """A publisher that, its acknowledgement lost, never fences a job that landed
     behind the Run's cancellation: the late job is left to the broker."""
@@ -200,7 +208,8 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "orphan_fence": (DeliveryRecovery, "recover", _rotate_without_fence),
     "stage_fence": (MemoryJobStore, "stage", _unfenced_stage),
     "blind_resubmit": (service_attempts, "_absent", _blind_absent),
-    "cleanup_blocks_startup": (reconcile, "release_checkpoint", _fatal_release),
+    "cleanup_blocks_startup": (debts, "release_checkpoint", _fatal_release),
+    "evidence_debt_forgotten": (MemoryLedger, "evidence_debts", _no_debts),
     "late_job_left_queued": (RunEngine, "_fence_late_job", _leave_late_job),
     "duplicate_cancelled_step": (Canceller, "_evidence", _evidence_teed_to_hop),
     "reread_skips_evidence": (Canceller, "_reread", _reread_without_evidence),

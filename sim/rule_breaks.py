@@ -39,7 +39,7 @@ from runtime.models import (
     RunStatus,
     Settlement,
 )
-from runtime.recovery import reconcile
+from runtime.recovery import debts
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobStatus
@@ -259,6 +259,16 @@ async def _repair_always(deps: Deps, run: Run) -> bool:
     return True
 
 
+async def _every_terminal_run(
+    self: MemoryLedger, after: tuple[datetime, UUID] | None, limit: int
+) -> list[Run]:
+    """Evidence debts read as every terminal Run (startup's old full page)."""
+    await enter()
+    found = [r for r in self.run_table.values()
+             if r.status.terminal and (after is None or (r.updated_at, r.id) > after)]
+    return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
+
+
 async def _relay_orphans_own_boot(self: Relays, run: Run) -> bool:
     """The relay's orphan pass without its own-boot check: it fences the broker job of a
     hop this very boot is still running, and fails the Run unless the ledger refuses."""
@@ -354,7 +364,7 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
     "rotation_reuses_key": (DeliveryRecovery, "recover", _rotate_publishes_old_key),
     "readmit_without_cas": (MemoryLedger, "readmit_after_consent", _readmit_consent_without_cas),
     "hardware_budget_reset": (HardwareResumeBudget, "charge", _budget_reset),
-    "evidence_repaired_twice": (reconcile, "repair_terminal_evidence", _repair_always),
+    "evidence_repaired_twice": (debts, "repair_terminal_evidence", _repair_always),
     "orphan_own_boot": (Relays, "_orphan", _relay_orphans_own_boot),
     "parent_not_fenced": (Canceller, "contain", _contain_children_only),
     "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),
@@ -371,6 +381,7 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
 }
 
 COMPANIONS: dict[str, list[tuple[object, str, object]]] = {
+    "evidence_repaired_twice": [(MemoryLedger, "evidence_debts", _every_terminal_run)],
     "delegate_resumed_unfinished": [
         (MemoryLedger, "readmit_after_delegate", _readmit_delegate_any_state),
     ],

@@ -71,7 +71,7 @@ RULES: tuple[Rule, ...] = (
          ("held_released_by_hook",), ("basic",), (_b("retention_after_release", "basic", 1),)),
     Rule("admission.session_fence", S000, "Admission and exact claim",
          "a Bridge session has at most one nonterminal Run; a second admission is refused",
-         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 13),)),
+         ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 42),)),
     Rule("outbox.published_has_job", S000, "Admission and exact claim",
          "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
          ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 8),)),
@@ -105,7 +105,8 @@ RULES: tuple[Rule, ...] = (
          "every terminal Run ends with exactly one terminal Step; startup repairs a missing one "
          "and never adds a second",
          ("terminal_evidence_once", "terminal_step_at_most_once"), ("crashloop",),
-         (_b("evidence_repaired_twice", "crashloop", 1),)),
+         (_b("evidence_repaired_twice", "crashloop", 1),
+          _b("evidence_debt_forgotten", "crashloop", 1))),
     Rule("events.subscriber_order", S000, "Events, settlement, and waits",
          "each subscriber sees a Run's events in cursor order, gaps only at a resync boundary, "
          "and one terminal event at most",
@@ -164,7 +165,7 @@ RULES: tuple[Rule, ...] = (
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",
-         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 39),)),
+         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 12),)),
     Rule("startup.orphans_of_other_boots", S000, "Cancellation, mutation, and recovery",
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
@@ -182,7 +183,7 @@ RULES: tuple[Rule, ...] = (
          "checkpoint deletion of terminal Runs is best-effort debt: a failed deletion never "
          "aborts startup and is retried until paid",
          ("cleanup_never_blocks", "checkpoint_released"), ("crashloop",),
-         (_b("cleanup_blocks_startup", "crashloop", 3),)),
+         (_b("cleanup_blocks_startup", "crashloop", 9),)),
     Rule("startup.untrusted_start_degrades", S000, "Cancellation, mutation, and recovery",
          "an active broker row without a trustworthy start timestamp is never fenced as "
          "pre-boot: the pass degrades (the strict profile refuses) and the job is left alone",

@@ -2,8 +2,9 @@
 
 For a Run whose terminal truth committed but whose terminal Step did not
 land (a crash between them, or a failed append), start a fresh writer
-generation and append the terminal Step exactly once. Startup pages every
-terminal Run through this; the relay repairs the debts its own hops left.
+generation and append the terminal Step exactly once. Startup pages the
+ledger's evidence debts (`Ledger.evidence_debts`: terminal Runs without a
+terminal Step) through this; the relay repairs the debts its own hops left.
 """
 
 from __future__ import annotations

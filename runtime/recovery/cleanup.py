@@ -5,11 +5,12 @@ checkpoint deletion).
 
 Deleting a terminal Run's checkpoint only tidies up after truth has
 committed, so a failure here never aborts what called it: the checkpoint
-that stays behind *is* the durable record of the debt. Startup pages every
-terminal Run and tries once; the relay then pays whatever the ledger still
-lists as owed (`Ledger.checkpoint_debts`) on every pass, so a Vessel keeps
-serving while one checkpoint resists deletion, and the debt is paid once
-the storage lets it.
+that stays behind *is* the durable record of the debt. Startup pages those
+debts (never all terminal Runs: runtime.recovery.debts) and tries once; the
+relay then pays whatever the ledger still lists as owed
+(`Ledger.checkpoint_debts`) on every pass, so a Vessel keeps serving while
+one checkpoint resists deletion, and the debt is paid once the storage lets
+it.
 """
 
 from __future__ import annotations

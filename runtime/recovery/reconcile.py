@@ -1,9 +1,10 @@
 """reconcile_runs: startup reconciliation, called by lifespan with its boot cutoff.
 
 Seed 000_81a5c720b14d934a.txt ("Cancellation, mutation, and recovery"), in
-its order: retry CANCELLING; page terminal Runs to repair missing terminal
-Steps and retry idempotent checkpoint deletion (a failure is owed to the
-relay, never fatal: runtime.recovery.cleanup); fence and classify orphaned
+its order: retry CANCELLING; pay the terminal debts recorded where they arose
+(missing terminal Steps, idempotent checkpoint deletion, late-job fences:
+runtime.recovery.debts; a failure is owed, never fatal), so startup reads
+open work and debt, never all terminal history; fence and classify orphaned
 RUNNING / AWAITING_HARDWARE work (park the exact pre-park windows, fail the rest as lost after
 containment); re-admit decided consents, terminal delegated waits and proven service
 waits (sending a parked attempt still PREPARED); then
@@ -24,14 +25,11 @@ from uuid import UUID
 from runtime import faults
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
-from runtime.events.repair import repair_terminal_evidence
-from runtime.models import TERMINAL_STATUSES, Run, RunStatus
-from runtime.publish_fence import refence_cancelled
-from runtime.recovery.cleanup import release_checkpoint
+from runtime.models import RunStatus
+from runtime.recovery.debts import pay_startup_debts
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
 from runtime.recovery.pages import all_runs
-from runtime.seams import Deps
 from runtime.stasis.consent import refire_consent
 from runtime.stasis.delegate import refresh_delegate
 from runtime.stasis.service import refresh_service
@@ -90,16 +88,10 @@ async def reconcile_runs(
     async for run in all_runs(deps.ledger, (RunStatus.CANCELLING,)):
         done = await canceller.cancel(run.id)
         report.cancelling.setdefault(done.status.value, []).append(run.id)
-    async for run in all_runs(deps.ledger, sorted(TERMINAL_STATUSES)):
-        try:
-            if await repair_terminal_evidence(deps, run):
-                report.repaired.append(run.id)
-        except Exception:  # evidence is best effort: owe it to the relay, keep starting
-            if canceller.evidence_debt is not None:
-                canceller.evidence_debt[run.id] = run.seq
-        if not await release_checkpoint(deps.ledger, run.id):
-            report.cleanup_owed.append(run.id)
-        await _refence_late_job(deps, run)
+    debts = await pay_startup_debts(deps)
+    report.repaired, report.cleanup_owed = debts.repaired, debts.cleanup_owed
+    if canceller.evidence_debt is not None:  # owed to the relay, keep starting
+        canceller.evidence_debt.update(debts.evidence_owed)
     async for run in all_runs(deps.ledger, (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)):
         verdict = await recover_orphan(engine, canceller, run, may_fence_others=may_fence_others)
         report.orphans.setdefault(verdict, []).append(run.id)
@@ -118,12 +110,3 @@ async def reconcile_runs(
         report.deliveries.setdefault(outcome, []).append(run.id)
     return report
 
-
-async def _refence_late_job(deps: Deps, run: Run) -> None:
-    """A CANCELLED Run's late hop job still queued is aborted before any worker
-    starts (seed 000, the publisher that loses its acknowledgement); best effort:
-    the claim CAS fences it meanwhile, and a later startup or cancellation retries."""
-    try:
-        await refence_cancelled(deps, run)
-    except Exception as exc:
-        log.warning("startup: late job of Run %s not fenced: %r", run.id, exc)

@@ -88,7 +88,7 @@ class _Guarded:
 LEDGER_READS = (
     "get_run", "get_delivery", "deliveries", "runs_in_session", "page_runs", "steps", "dump",
     "load_checkpoint", "get_consent", "consents_of", "get_agent_job", "agent_jobs_of",
-    "checkpoint_debts",
+    "checkpoint_debts", "evidence_debts", "late_fence_debts",
 )
 LEDGER_WRITES = (
     "admit_run", "release_held", "fail_held", "mark_published", "claim_delivery", "settle_run",
@@ -97,7 +97,7 @@ LEDGER_WRITES = (
     "create_consent", "park_consent", "decide_consent", "cancel_consent",
     "readmit_after_consent", "create_agent_job", "record_agent_job", "park_delegate",
     "readmit_after_delegate", "park_service", "readmit_after_service", "await_hardware",
-    "resume_hardware", "begin_cancel", "finish_cancel",
+    "resume_hardware", "begin_cancel", "finish_cancel", "settle_late_fence",
 )
 
 

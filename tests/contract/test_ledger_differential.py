@@ -230,7 +230,8 @@ class LedgerDifferential(RuleBasedStateMachine):
         seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.fail_abandoned(run_id, seq, token, reason, self.now))
 
-    @rule(run_id=RUN_IDS, pick=SEQS, kind=st.sampled_from(["node.start", "node.end"]),
+    @rule(run_id=RUN_IDS, pick=SEQS,
+          kind=st.sampled_from(["node.start", "node.end", "run.done", "run.cancelled"]),
           data=DOCUMENTS)  # fmt: skip
     def append_step(self, run_id: UUID, pick: int | str, kind: str, data: dict[str, Any]) -> None:
         seq = self.seq(pick, run_id)
@@ -416,6 +417,17 @@ class LedgerDifferential(RuleBasedStateMachine):
     def finish_cancel(self, run_id: UUID, pick: int | str) -> None:
         seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.finish_cancel(run_id, seq, self.now))
+
+    @rule(limit=LIMITS)
+    def startup_debts(self, limit: int) -> None:
+        """Issue 15's startup debts: the same debtors in the same order."""
+        self.both(lambda ledger: ledger.evidence_debts(None, limit))
+        self.both(lambda ledger: ledger.late_fence_debts(None, limit))
+        self.both(lambda ledger: ledger.checkpoint_debts(limit))
+
+    @rule(run_id=RUN_IDS)
+    def settle_late_fence(self, run_id: UUID) -> None:
+        self.both(lambda ledger: ledger.settle_late_fence(run_id))
 
     # -- composite paths (each step still compared) ----------------------------------
 

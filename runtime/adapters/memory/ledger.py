@@ -18,6 +18,7 @@ from runtime.adapters.memory.boots import BootLease, BootsMixin
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.adapters.memory.waits import WaitsMixin
+from runtime.events.model import TERMINAL_KINDS
 from runtime.models import (
     Admission,
     AgentJob,
@@ -48,6 +49,7 @@ class MemorySnapshot:
     agent_jobs: dict[UUID, AgentJob]
     checkpoints: dict[UUID, CheckpointRecord]
     boots: dict[str, BootLease] = field(default_factory=dict)
+    late_fences: set[UUID] = field(default_factory=set)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class MemoryLedger(WaitsMixin, BootsMixin):
     consent_table: dict[UUID, Consent] = field(default_factory=dict)
     agent_job_table: dict[UUID, AgentJob] = field(default_factory=dict)
     checkpoint_table: dict[UUID, CheckpointRecord] = field(default_factory=dict)
+    late_fence_owed: set[UUID] = field(default_factory=set)
+    """CANCELLED Runs whose late hop job startup has not probed yet."""
     services: MemoryServiceStore = field(default_factory=MemoryServiceStore)
     boot_table: dict[str, BootLease] = field(default_factory=dict)
 
@@ -72,6 +76,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             dict(self.agent_job_table),
             dict(self.checkpoint_table),
             dict(self.boot_table),
+            set(self.late_fence_owed),
         )
 
     def restore(self, snap: MemorySnapshot) -> None:
@@ -82,6 +87,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         self.agent_job_table = dict(snap.agent_jobs)
         self.checkpoint_table = dict(snap.checkpoints)
         self.boot_table = dict(snap.boots)
+        self.late_fence_owed = set(snap.late_fences)
 
     # -- admission ----------------------------------------------------------
 
@@ -279,6 +285,32 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             if r.status in wanted and (after is None or (r.updated_at, r.id) > after)
         ]
         return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
+
+    async def evidence_debts(self, after: tuple[datetime, UUID] | None, limit: int) -> list[Run]:
+        await enter()
+        found = [
+            r for r in self.run_table.values()
+            if r.status.terminal and (after is None or (r.updated_at, r.id) > after)
+            and not any(s.kind in TERMINAL_KINDS for s in self.step_log.get(r.id, ()))
+        ]
+        return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
+
+    async def late_fence_debts(
+        self, after: tuple[datetime, UUID] | None, limit: int
+    ) -> list[Run]:
+        await enter()
+        found = [
+            r for rid in self.late_fence_owed if (r := self.run_table.get(rid)) is not None
+            and (after is None or (r.updated_at, r.id) > after)
+        ]
+        return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
+
+    async def settle_late_fence(self, run_id: UUID) -> bool:
+        await enter()
+        if run_id not in self.late_fence_owed:
+            return False
+        self.late_fence_owed.discard(run_id)
+        return True
 
     async def append_step(
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime

@@ -16,6 +16,7 @@ class Tables:
     consent_table: dict[UUID, Consent]
     agent_job_table: dict[UUID, AgentJob]
     checkpoint_table: dict[UUID, CheckpointRecord]
+    late_fence_owed: set[UUID]
     services: MemoryServiceStore
     """The service attempts the owner CAS of AWAITING_SERVICE reads (same database)."""
 

@@ -59,10 +59,11 @@ class WaitsMixin(Tables):
         self.checkpoint_table.pop(run_id, None)
         return True
 
-    async def checkpoint_debts(self, limit: int) -> list[UUID]:
+    async def checkpoint_debts(self, limit: int, after: UUID | None = None) -> list[UUID]:
         await enter()
         owed = [rid for rid in self.checkpoint_table
-                if (run := self.run_table.get(rid)) is not None and run.status.terminal]
+                if (run := self.run_table.get(rid)) is not None and run.status.terminal
+                and (after is None or str(rid) > str(after))]
         return sorted(owed, key=str)[:limit]
 
     # -- consent ------------------------------------------------------------------
@@ -329,6 +330,7 @@ class WaitsMixin(Tables):
         for cid, c in list(self.consent_table.items()):
             if c.run_id == run_id and c.status is ConsentStatus.PENDING:
                 self.consent_table[cid] = c.model_copy(update={"status": ConsentStatus.CANCELLED})
+        self.late_fence_owed.add(run_id)  # startup probes for a late hop job once
         return self._put_run(run, status=RunStatus.CANCELLED, updated_at=now)
 
     # -- shared writes ------------------------------------------------------------------

@@ -55,6 +55,7 @@ from runtime.adapters.postgres.tx import (
     one,
 )
 from runtime.adapters.postgres.waits import WaitsMixin
+from runtime.events.model import TERMINAL_KINDS
 from runtime.models import (
     Admission,
     Claim,
@@ -356,7 +357,33 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                     "now": aware(now),
                 },
             )
-            return step_from_row(await one(cur))
+            step = step_from_row(await one(cur))
+            if kind in TERMINAL_KINDS:
+                await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
+            return step
+
+    async def evidence_debts(self, after: tuple[datetime, UUID] | None, limit: int) -> list[Run]:
+        return await self._debt_page(q.EVIDENCE_DEBTS, after, limit)
+
+    async def late_fence_debts(
+        self, after: tuple[datetime, UUID] | None, limit: int
+    ) -> list[Run]:
+        return await self._debt_page(q.LATE_FENCE_DEBTS, after, limit)
+
+    async def settle_late_fence(self, run_id: UUID) -> bool:
+        async with self._transaction() as cur:
+            await cur.execute(q.SETTLE_LATE_FENCE, {"run_id": run_id})
+            return await cur.fetchone() is not None
+
+    async def _debt_page(
+        self, query: Any, after: tuple[datetime, UUID] | None, limit: int
+    ) -> list[Run]:
+        params: dict[str, Any] = {"after_at": None, "after_id": None, "limit": _limit(limit)}
+        if after is not None:
+            params["after_at"], params["after_id"] = aware(after[0]), after[1]
+        async with self._transaction() as cur:
+            await cur.execute(query, params)
+            return [run_from_row(r) for r in await cur.fetchall()]
 
     async def append_steps(
         self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime

@@ -171,6 +171,36 @@ PAGE_RUNS_AFTER = sql.SQL(
     "ORDER BY updated_at, id LIMIT %(limit)s"
 ).format(cols=RUN)
 
+# -- startup debts (migration 0009): partial indexes hold only the debtors ----------
+
+_DEBT_ORDER = (
+    "AND (%(after_at)s::timestamptz IS NULL OR (updated_at, id) > (%(after_at)s, %(after_id)s)) "
+    "ORDER BY updated_at, id LIMIT %(limit)s"
+)
+
+EVIDENCE_DEBTS = sql.SQL(
+    "SELECT {cols} FROM run WHERE NOT terminal_step "
+    "AND status IN ('CANCELLED', 'DONE', 'FAILED') " + _DEBT_ORDER
+).format(cols=RUN)
+"""Terminal Runs without a terminal Step; the predicate is run_evidence_debt_idx's."""
+
+LATE_FENCE_DEBTS = sql.SQL(
+    "SELECT {cols} FROM run WHERE late_fence_owed " + _DEBT_ORDER
+).format(cols=RUN)
+"""CANCELLED Runs whose late hop job is not yet probed (run_late_fence_debt_idx)."""
+
+OWE_LATE_FENCE = sql.SQL("UPDATE run SET late_fence_owed = true WHERE id = %(run_id)s")
+
+SETTLE_LATE_FENCE = sql.SQL(
+    "UPDATE run SET late_fence_owed = false WHERE id = %(run_id)s AND late_fence_owed "
+    "RETURNING id"
+)
+
+MARK_TERMINAL_STEP = sql.SQL(
+    "UPDATE run SET terminal_step = true WHERE id = %(run_id)s AND NOT terminal_step"
+)
+"""In append_step's transaction, for a terminal kind: the Run's evidence is paid."""
+
 LOCK_STEPS_OF_RUN = sql.SQL("SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(run_id)s::text))")
 
 APPEND_STEP = sql.SQL(

@@ -56,7 +56,8 @@ row is locked or deleted, so no transaction id is used and nothing is logged.
 
 CHECKPOINT_DEBTS = sql.SQL(
     "SELECT c.run_id FROM run_checkpoint c JOIN run r ON r.id = c.run_id "
-    "WHERE r.status = ANY(%(terminal)s) ORDER BY c.run_id LIMIT %(limit)s"
+    "WHERE r.status = ANY(%(terminal)s) AND (%(after)s::uuid IS NULL OR c.run_id > %(after)s) "
+    "ORDER BY c.run_id LIMIT %(limit)s"
 )
 """Terminal Runs whose checkpoint is still there: best-effort cleanup owed."""
 

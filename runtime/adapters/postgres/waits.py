@@ -78,9 +78,10 @@ class WaitsMixin(Transactional):
             await cur.execute(wq.DELETE_CHECKPOINT, {"run_id": run_id, "terminal": q.TERMINAL})
             return bool((await one(cur))["terminal"])
 
-    async def checkpoint_debts(self, limit: int) -> list[UUID]:
+    async def checkpoint_debts(self, limit: int, after: UUID | None = None) -> list[UUID]:
         async with self._transaction() as cur:
-            await cur.execute(wq.CHECKPOINT_DEBTS, {"terminal": q.TERMINAL, "limit": limit})
+            await cur.execute(wq.CHECKPOINT_DEBTS,
+                              {"terminal": q.TERMINAL, "limit": limit, "after": after})
             return [row["run_id"] for row in await cur.fetchall()]
 
     # -- consent ------------------------------------------------------------------
@@ -356,6 +357,7 @@ class WaitsMixin(Transactional):
                      "from_state": d.state.value},
                 )  # fmt: skip
             await cur.execute(wq.CANCEL_PENDING_CONSENTS_OF_RUN, {"run_id": run_id})
+            await cur.execute(q.OWE_LATE_FENCE, {"run_id": run_id})  # startup probes it once
             return await _move(cur, run, RunStatus.CANCELLED, now)
 
 
