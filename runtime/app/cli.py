@@ -20,6 +20,9 @@ Guarantees:
   unknown `VESSEL_CRASH_AT` point, an unreachable or malformed DSN, a schema
   that is not current) ends with exit status 2 and one line on stderr, never
   a traceback, and before anything is written or bound.
+- SIGTERM or SIGINT during startup cancels the reconciliation pass where it
+  stands (it is safe to rerun at any point) and ends the process with one
+  line and exit status 0; nothing is served.
 - A startup the lifespan refuses (seed 000_81a5c720b14d934a.txt,
   "Cancellation, mutation, and recovery": degraded reconciliation on the
   strict profile) is logged as one line and ends with exit status 1.
@@ -34,6 +37,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import logging
@@ -272,7 +276,7 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
     """
     import uvicorn
 
-    from runtime.app.http import begin_draining
+    from runtime.app.http import begin_draining, interrupt_startup
 
     config = uvicorn.Config(
         OneLineLifespanErrors(app),
@@ -284,6 +288,19 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
     )
 
     class Server(uvicorn.Server):
+        loop: asyncio.AbstractEventLoop | None = None
+
+        async def startup(self, sockets: Any = None) -> None:
+            self.loop = asyncio.get_running_loop()
+            await super().startup(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if not self.started and self.loop is not None:
+                # A signal handler may run between any two bytecodes of the loop:
+                # the interrupt itself runs on the loop, as its next callback.
+                self.loop.call_soon_threadsafe(interrupt_startup, app)
+
         async def shutdown(self, sockets: Any = None) -> None:
             begin_draining(app)  # open event streams end instead of holding shutdown
             async with anyio.create_task_group() as watchdog:
@@ -300,6 +317,10 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
         # be bound; this CLI documents exit status 1 for a refused startup.
         if exc.code in (0, None):
             raise
+        if server.should_exit and not server.started and _lifespan_phase(app) == "interrupted":
+            typer.echo("vessel: stopped by a signal during startup; nothing was served",
+                       err=True)
+            raise typer.Exit(0) from None
         fail("startup failed (see the log above)", EXIT_STARTUP)
     if not server.started:
         fail("startup failed (see the log above)", EXIT_STARTUP)

@@ -183,6 +183,8 @@ class AppState:
     draining: bool = False
     """Set when the server begins shutting down: event streams end at once
     instead of holding the server's graceful-shutdown window open."""
+    stop_requested: bool = False
+    """Set by `interrupt_startup`: a lifespan not yet built refuses to start."""
 
 
 def begin_draining(app: FastAPI) -> None:
@@ -190,6 +192,18 @@ def begin_draining(app: FastAPI) -> None:
     state = app.state.vessel
     if isinstance(state, AppState):
         state.draining = True
+
+
+def interrupt_startup(app: FastAPI) -> None:
+    """A stop was requested before startup completed (issue 15: startup answers
+    SIGTERM): a running reconciliation is cancelled and a lifespan still being
+    built refuses to start. Call it on the event loop's thread."""
+    state = app.state.vessel
+    if not isinstance(state, AppState):
+        return
+    state.stop_requested = True
+    if state.lifespan is not None:
+        state.lifespan.interrupt()
 
 
 # -- errors -------------------------------------------------------------------
@@ -364,6 +378,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with lifespan_factory() as vessel_lifespan:
             state.lifespan = vessel_lifespan
+            if state.stop_requested:
+                vessel_lifespan.interrupt()
             async with vessel_lifespan.serving():
                 log.info("%s ready (boot %s, profile %s)", title,
                          vessel_lifespan.status.boot_id, profile)
@@ -628,5 +644,6 @@ def openapi_json(app: FastAPI) -> str:
 
 
 __all__ = [
-    "ApiError", "AppState", "LifespanFactory", "begin_draining", "create_app", "openapi_json",
+    "ApiError", "AppState", "LifespanFactory", "begin_draining", "create_app",
+    "interrupt_startup", "openapi_json",
 ]

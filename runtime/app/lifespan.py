@@ -8,7 +8,8 @@ mutation, and recovery"). The profile connects the queues first; then
    (runtime.recovery.boot_lease), and runs `reconcile_runs` directly (never as
    broker work); a degraded pass refuses startup on the strict (PostgreSQL)
    profile before any worker or HTTP surface starts, and is only logged on
-   the best-effort memory profile;
+   the best-effort memory profile; `interrupt()` (a SIGTERM during startup,
+   issue 15) cancels the pass and raises StartupInterrupted;
 2. starts the worker lanes and the supervised maintenance relays;
 3. on exit, cancels the relays, stops every worker lane, and proves both
    ended within one 30 s deadline. A part still running at the deadline,
@@ -49,6 +50,16 @@ class StartupRefused(Exception):
         self.reasons = reasons
 
 
+class StartupInterrupted(Exception):
+    """A stop was requested (SIGTERM, SIGINT) while startup still ran: the
+    reconciliation pass was cancelled where it stood and nothing was served.
+    Reconciliation is built to survive process death at any point, so the
+    next boot simply runs it again."""
+
+    def __init__(self) -> None:
+        super().__init__("startup interrupted: a stop was requested before it completed")
+
+
 class ShutdownIncomplete(StopUnproven):
     """A relay or worker lane did not end, or failed to prove its end, by the deadline."""
 
@@ -85,12 +96,24 @@ class Lifespan:
     one process owns the ledger (memory profile) and registers nothing."""
     canceller: Canceller = field(init=False)
     status: LifespanStatus = field(init=False)
+    _startup: anyio.CancelScope = field(init=False, default_factory=anyio.CancelScope)
+    _interrupted: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         debt = self.vessel.worker.evidence_debt
         self.vessel.engine.evidence_debt = debt
         self.canceller = Canceller(self.vessel.deps, bus=self.vessel.worker.bus, evidence_debt=debt)
         self.status = LifespanStatus(boot_id=self.vessel.deps.boot_id)
+
+    def interrupt(self) -> None:
+        """Stop a startup still in progress (call it on the event loop's thread).
+
+        Cancels the reconciliation pass where it stands; `serving()` then
+        raises StartupInterrupted instead of starting workers or relays.
+        Once startup is complete this does nothing: shutdown is the server's."""
+        if self.status.phase in ("starting", "reconciling"):
+            self._interrupted = True
+            self._startup.cancel()
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[LifespanStatus]:
@@ -101,8 +124,14 @@ class Lifespan:
             lease = BootLeaseKeeper(deps, self.boot_lease_s)
             await lease.register()
         self.status.phase = "reconciling"
-        report = await reconcile_runs(self.vessel.engine, cutoff, self.canceller,
-                                      may_fence_others=lease is None)
+        report = None
+        if not self._interrupted:
+            with self._startup:
+                report = await reconcile_runs(self.vessel.engine, cutoff, self.canceller,
+                                              may_fence_others=lease is None)
+        if report is None or self._interrupted:
+            self.status.phase = "interrupted"
+            raise StartupInterrupted
         self.status.report = report
         self.status.degraded = report.degraded_reasons
         if report.degraded:
