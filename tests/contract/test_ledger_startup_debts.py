@@ -33,8 +33,12 @@ async def test_a_terminal_run_owes_evidence_until_its_terminal_step_lands(ledger
     await ledger.append_step(done.id, 0, "run.done", {}, at(7))
     assert await ledger.evidence_debts(None, 10) == [failed]
     await ledger.append_step(live.id, 0, "run.failed", {}, at(7))  # Step before truth
+    await ledger.append_steps(failed.id, 0, [("node.completed", {})], at(7))
+    assert await ledger.evidence_debts(None, 10) == [failed]  # a batch without a terminal Step
+    await ledger.append_steps(failed.id, 0, [("node.completed", {}), ("run.failed", {})], at(7))
+    assert await ledger.evidence_debts(None, 10) == []  # the group commit pays it too
     await ledger.settle_run(live.id, 0, DONE, at(8))
-    assert await ledger.evidence_debts(None, 10) == [failed]
+    assert await ledger.evidence_debts(None, 10) == []
 
 
 async def test_cancellation_records_a_late_fence_debt_until_settled(ledger: Ledger) -> None:

@@ -403,6 +403,8 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 },
             )
             rows = await cur.fetchall()
+            if any(kind in TERMINAL_KINDS for kind, _ in items):
+                await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
         return sorted((step_from_row(r) for r in rows), key=lambda s: s.index)
 
     async def steps(self, run_id: UUID) -> list[Step]:
