@@ -37,7 +37,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 import logging
@@ -62,6 +61,8 @@ EXIT_USAGE = 2
 EXIT_STARTUP = 1
 EXIT_SHUTDOWN = 1
 STUCK_GRACE_S = 5.0
+STARTUP_POLL_S = 0.1
+"""How often a startup in progress looks for a stop signal."""
 """How long a "stuck" shutdown may still take to return before the process exits anyway."""
 GRACEFUL_SHUTDOWN_S = 5
 
@@ -276,7 +277,7 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
     """
     import uvicorn
 
-    from runtime.app.http import begin_draining, interrupt_startup
+    from runtime.app.http import begin_draining
 
     config = uvicorn.Config(
         OneLineLifespanErrors(app),
@@ -288,18 +289,20 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
     )
 
     class Server(uvicorn.Server):
-        loop: asyncio.AbstractEventLoop | None = None
-
         async def startup(self, sockets: Any = None) -> None:
-            self.loop = asyncio.get_running_loop()
-            await super().startup(sockets=sockets)
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            if not self.started and self.loop is not None:
-                # A signal handler may run between any two bytecodes of the loop:
-                # the interrupt itself runs on the loop, as its next callback.
-                self.loop.call_soon_threadsafe(interrupt_startup, app)
+            # uvicorn's signal handler only sets should_exit; a watcher turns it
+            # into an interrupt of the startup still running (issue 15).
+            refused: SystemExit | None = None
+            async with anyio.create_task_group() as watcher:
+                watcher.start_soon(interrupt_on_signal, self, app)
+                try:
+                    await super().startup(sockets=sockets)
+                except SystemExit as exc:  # uvicorn's refused startup, raised ungrouped
+                    refused = exc
+                finally:
+                    watcher.cancel_scope.cancel()
+            if refused is not None:
+                raise refused
 
         async def shutdown(self, sockets: Any = None) -> None:
             begin_draining(app)  # open event streams end instead of holding shutdown
@@ -326,6 +329,15 @@ def run_server(app: Any, *, host: str, port: int, log_level: str = "info") -> No
         fail("startup failed (see the log above)", EXIT_STARTUP)
     if getattr(getattr(server, "lifespan", None), "shutdown_failed", False):
         fail("shutdown failed (see the log above)", EXIT_SHUTDOWN)
+
+
+async def interrupt_on_signal(server: Any, app: Any, every_s: float = STARTUP_POLL_S) -> None:
+    """Interrupt the lifespan's startup once the server was told to exit."""
+    from runtime.app.http import interrupt_startup
+
+    while not server.should_exit:
+        await anyio.sleep(every_s)
+    interrupt_startup(app)
 
 
 async def exit_when_stuck(

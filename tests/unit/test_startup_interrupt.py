@@ -113,7 +113,7 @@ SERVER = textwrap.dedent("""
 
 def test_vessel_serve_exits_on_sigterm_during_startup() -> None:
     """The whole chain, in a real process: uvicorn's signal capture, the
-    interrupt scheduled on the loop, the cancelled pass, a one-line exit 0."""
+    watcher's interrupt, the cancelled pass, a one-line exit 0."""
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVER], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -132,6 +132,6 @@ def test_vessel_serve_exits_on_sigterm_during_startup() -> None:
             proc.wait()
     stderr = proc.stderr.read() if proc.stderr else ""
     assert code == 0, stderr[-2000:]
-    assert elapsed < 5, elapsed
+    assert elapsed < 20, elapsed  # seconds on a loaded box, where it used to be never
     assert "stopped by a signal during startup" in stderr
     assert "Traceback" not in stderr.split("stopped by a signal")[-1]
