@@ -1,6 +1,7 @@
 """The soak's faults: Vessel kills, PostgreSQL restarts, and a probe after each.
 
-Kills come every `kill_every_s` seconds, each on a slot the seed chooses;
+Kills come every `kill_every_s` seconds while work is in flight (at least
+one, even when the work settled sooner), each on a slot the seed chooses;
 PostgreSQL restarts come as the admissions pass evenly spaced marks, so
 they land inside the traffic however fast it runs. After every fault a
 probe `echo` Run is admitted: the time from the fault until the system
@@ -72,6 +73,8 @@ class Chaos:
                     next_kill = time.monotonic() + self.kill_every_s
             for _ in marks:  # the traffic ended before these marks: restart anyway
                 self._pg_restart(client, rng)
+            if next_kill is not None and not any(f.kind == "kill" for f in self.faults):
+                self._kill(client, rng)  # the work settled before the first kill was due
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started, 3)

@@ -95,6 +95,10 @@ def _soak(options: SoakOptions, fleet: Fleet, dsn: str,
     work = plans(options.runs, options.seed)
     with ThreadPoolExecutor(options.concurrency, thread_name_prefix="soak-client") as pool:
         list(pool.map(traffic.drive, work, [i % options.concurrency for i in range(len(work))]))
+    # The faults go on while admitted work is still in flight, not only while
+    # it is being admitted: on a quiet machine admission takes a second.
+    in_flight = [a.run_id for a in traffic.admissions.values() if a.run_id]
+    _settle(dsn, in_flight, options.settle_within_s)
     chaos.halt.set()
     chaos_thread.join()
     heal()

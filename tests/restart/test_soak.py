@@ -28,7 +28,7 @@ def _assert_clean(outcome: object, out: Path) -> dict[str, object]:
 
 
 def test_a_vessel_killed_under_load_loses_nothing(pg_dsn: str, tmp_path: Path) -> None:
-    outcome = run_soak(SoakOptions(runs=40, kill_every_s=6, dsn=pg_dsn, out_dir=tmp_path),
+    outcome = run_soak(SoakOptions(runs=40, kill_every_s=3, dsn=pg_dsn, out_dir=tmp_path),
                        say=lambda _: None)
     report = _assert_clean(outcome, tmp_path)
     kills = [f for f in report["faults"] if f["kind"] == "kill"]  # type: ignore[union-attr]

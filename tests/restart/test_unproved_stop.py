@@ -112,6 +112,12 @@ def test_an_unproved_worker_stop_exits_with_one_line_and_leaves_the_run_to_recov
         boot2 = VesselProcess(pg_fresh_dsn, tmp_path, "boot2", port=boot1.port)
         processes.append(boot2.start())
         boot2.wait_ready(client)
+        # boot 1's lease (runtime/recovery/boot_lease.py) has not expired when
+        # boot 2 starts, so boot 2's relay, not its startup, fails the hop.
+        deadline = time.monotonic() + 60
         run = client.get(f"{boot2.url}/runs/{run_id}", headers=AUTH).json()
+        while run["status"] == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            run = client.get(f"{boot2.url}/runs/{run_id}", headers=AUTH).json()
         assert run["status"] == "FAILED" and run["error"].startswith("lost"), run
         assert boot2.stop() in (0, -15), boot2.output()[-3000:]
