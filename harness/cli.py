@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -417,17 +418,11 @@ def shrink(
     target = out_path or Path(f"shrunk-{name}-{n}.json")
     result.plan.save(target)
     before = len(result.original.fired.faults) if start is None else len(start.faults)
-    say(f"invariant: {result.final.invariant}")
-    say(f"faults: {before} -> {len(result.plan.faults)} in {result.attempts} runs")
-    for pf in result.plan.faults:
-        say(f"  {pf.describe()}")
-    say(f"plan: {target}")
-    if emit_test is not None:
-        emit_test.parent.mkdir(parents=True, exist_ok=True)
-        emit_test.write_text(regression_test(n, name, profile, result))
-        say(f"regression test: {emit_test}")
-    say(f"replay: {replay_command(n, name, profile, target)}")
-    raise typer.Exit(1)
+    _print_shrunk(
+        result.final.invariant, before, result.plan, result.attempts, target,
+        (emit_test, lambda: regression_test(n, name, profile, result)),
+        replay_command(n, name, profile, target),
+    )
 
 
 def _shrink_app(target: Any, seed: int, profile: str, start: Any, out_path: Path | None,
@@ -441,16 +436,27 @@ def _shrink_app(target: Any, seed: int, profile: str, start: Any, out_path: Path
     if result is None:
         say(f"seed {seed} of {target.name} does not fail: nothing to shrink")
         raise typer.Exit(0)
-    say(f"invariant: {result.invariant}")
-    say(f"faults: {result.faults_before} -> {len(result.plan.faults)} in {result.attempts} runs")
-    for pf in result.plan.faults:
+    _print_shrunk(
+        result.invariant, result.faults_before, result.plan, result.attempts, path,
+        (emit_test, lambda: app_test(target, result)), result.replay,
+    )
+
+
+def _print_shrunk(invariant: str | None, before: int, plan: Any, attempts: int, path: Path,
+                  emit: tuple[Path | None, Callable[[], str]], replay: str) -> NoReturn:
+    """Both shrink forms end here: the minimal plan, the optional regression test
+    (rendered only when asked for), the replay command, and exit 1 (a violation)."""
+    say(f"invariant: {invariant}")
+    say(f"faults: {before} -> {len(plan.faults)} in {attempts} runs")
+    for pf in plan.faults:
         say(f"  {pf.describe()}")
     say(f"plan: {path}")
+    emit_test, render = emit
     if emit_test is not None:
         emit_test.parent.mkdir(parents=True, exist_ok=True)
-        emit_test.write_text(app_test(target, result))
+        emit_test.write_text(render())
         say(f"regression test: {emit_test}")
-    say(f"replay: {result.replay}")
+    say(f"replay: {replay}")
     raise typer.Exit(1)
 
 
