@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sim.kernel import run_simulation
 
 
@@ -181,28 +183,30 @@ def test_a_relay_that_fences_its_own_live_hops_is_caught_as_a_false_abandonment(
     assert run_simulation(seed, "crashloop", "swarm").ok
 
 
-def test_fencing_an_active_job_whose_start_time_is_unknown_is_caught() -> None:
-    """untrusted_start_fenced: startup takes an active row without a start time for
-    pre-boot and aborts it; the correct build degrades and its strict startup refuses."""
-    seed, _, message = _first_violation("degraded_startup", "untrusted_start_fenced",
-                                        range(1, 20), "live_hop_not_fenced")
-    assert "whose start time it never saw" in message
+@pytest.mark.parametrize(
+    ("brk", "invariant", "caught", "refusal"),
+    [
+        # untrusted_start_fenced: startup takes an active row without a start time
+        # for pre-boot and aborts it.
+        ("untrusted_start_fenced", "live_hop_not_fenced",
+         "whose start time it never saw", "without a trustworthy start time"),
+        # mismatch_passed_clean: a QUEUED Run whose delivery row reads CLAIMED,
+        # SETTLED or FAILED is reported settled elsewhere and startup serves as clean.
+        ("mismatch_passed_clean", "startup_degrades_honestly",
+         "out of step with its QUEUED Run", "delivery row does not match"),
+    ],
+)
+def test_a_degraded_startup_passed_as_clean_is_caught(
+    brk: str, invariant: str, caught: str, refusal: str
+) -> None:
+    """Each degraded-startup break is caught by its invariant, and on the same seed
+    the correct build degrades: its strict startup refuses, naming the trigger."""
+    seed, _, message = _first_violation("degraded_startup", brk, range(1, 20), invariant)
+    assert caught in message
     fixed = run_simulation(seed, "degraded_startup", "swarm")
     assert fixed.ok, fixed.violation
     refused = [line for line in fixed.trace_lines if '"boot.refused"' in line]
-    assert any("without a trustworthy start time" in line for line in refused)
-
-
-def test_passing_a_mismatched_delivery_row_as_clean_is_caught() -> None:
-    """mismatch_passed_clean: a QUEUED Run whose delivery row reads CLAIMED, SETTLED
-    or FAILED is reported settled elsewhere, and that startup serves as clean."""
-    seed, _, message = _first_violation("degraded_startup", "mismatch_passed_clean",
-                                        range(1, 20), "startup_degrades_honestly")
-    assert "out of step with its QUEUED Run" in message
-    fixed = run_simulation(seed, "degraded_startup", "swarm")
-    assert fixed.ok, fixed.violation
-    refused = [line for line in fixed.trace_lines if '"boot.refused"' in line]
-    assert any("delivery row does not match" in line for line in refused)
+    assert any(refusal in line for line in refused)
 
 
 def test_strict_refusals_on_degraded_startups_stay_bounded() -> None:
