@@ -20,32 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
 from harness.receipts.process import AUTH, VesselProcess
+from tests.restart.probes import row
 
 pytestmark = pytest.mark.restart
 
 REASON = "startup refused, reconciliation degraded: QUEUED Runs whose delivery row does not match"
-
-
-@pytest.fixture
-def processes() -> Iterator[list[VesselProcess]]:
-    started: list[VesselProcess] = []
-    yield started
-    for process in started:  # never leave a server behind, whatever failed
-        process.kill()
-
-
-def row(dsn: str, sql: str, *params: object) -> tuple[Any, ...] | None:
-    with psycopg.connect(dsn, connect_timeout=5) as conn:
-        return conn.execute(sql, params).fetchone()
 
 
 def test_a_mismatched_delivery_row_makes_postgres_startup_exit_1_with_one_line(

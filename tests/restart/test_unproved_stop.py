@@ -27,15 +27,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from harness.receipts.process import AUTH, TOKEN, VesselProcess
+from tests.restart.probes import row, wait_for
 from tests.restart.stuck_vessel import STARTED_LINE
 
 pytestmark = pytest.mark.restart
@@ -55,28 +53,6 @@ class StuckVessel(VesselProcess):
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          cwd=REPO)
         return self
-
-
-@pytest.fixture
-def processes() -> Iterator[list[VesselProcess]]:
-    started: list[VesselProcess] = []
-    yield started
-    for process in started:  # never leave a server behind, whatever failed
-        process.kill()
-
-
-def row(dsn: str, sql: str, *params: object) -> tuple[Any, ...] | None:
-    with psycopg.connect(dsn, connect_timeout=5) as conn:
-        return conn.execute(sql, params).fetchone()
-
-
-def wait_for(predicate: Any, what: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {within:g} s")
 
 
 def test_an_unproved_worker_stop_exits_with_one_line_and_leaves_the_run_to_recovery(

@@ -19,24 +19,16 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from harness.receipts.process import AUTH, VesselProcess
+from tests.restart.probes import row
 
 pytestmark = pytest.mark.restart
-
-@pytest.fixture
-def processes() -> Iterator[list[VesselProcess]]:
-    started: list[VesselProcess] = []
-    yield started
-    for process in started:  # never leave a server behind, whatever failed
-        process.kill()
 
 
 def until_terminal(client: httpx.Client, url: str, within_s: float = 60.0) -> dict[str, Any]:
@@ -49,11 +41,6 @@ def until_terminal(client: httpx.Client, url: str, within_s: float = 60.0) -> di
         if run["status"] in ("DONE", "FAILED", "CANCELLED") or time.monotonic() > deadline:
             return run
         time.sleep(0.5)
-
-
-def row(dsn: str, sql: str, *params: object) -> tuple[Any, ...] | None:
-    with psycopg.connect(dsn, connect_timeout=5) as conn:
-        return conn.execute(sql, params).fetchone()
 
 
 def test_sigkill_at_claim_committed_then_restart_fails_the_run_as_lost(
