@@ -556,9 +556,12 @@ def receipts(
         help="prefix of the databases created for receipts (lowercase, digits, _)")] = None,
     ports: Annotated[str | None, typer.Option(
         help="loopback port range A-B for the Vessels the receipts spawn")] = None,
+    app_ref: AppRef = None,
 ) -> None:
     """Prove crash windows with real two-boot PostgreSQL lifecycles, and leased-job checks.
 
+    With --app, both boots serve your Patterns (`vessel serve --app`) and each
+    window submits a sample of your workload that reaches it (no leased checks).
     Exit 1 when any receipt failed, 2 on a usage or environment error.
     """
     from harness.pg import PostgresUnavailable, provision
@@ -568,7 +571,13 @@ def receipts(
     from harness.receipts.selection import choose
 
     try:
-        chosen, checks = choose(window or [], all_windows, leased)
+        if app_ref is not None:
+            from harness.receipts.app import app_windows
+
+            chosen = app_windows(_app(app_ref, None), window or [], all_windows)
+            checks: list[Any] = []
+        else:
+            chosen, checks = choose(window or [], all_windows, leased)
     except KeyError as exc:
         _die(str(exc.args[0]))
     usage.prepare_outputs({}, {"--out": out_dir})
@@ -579,7 +588,8 @@ def receipts(
     try:
         with provision() as server:
             if chosen:
-                table = Table(title=f"restart receipts ({server.source} PostgreSQL)")
+                whose = f", app {app_ref}" if app_ref else ""
+                table = Table(title=f"restart receipts ({server.source} PostgreSQL{whose})")
                 table.add_column("window", overflow="fold")
                 for col in ("verdict", "boot 1", "pids", "note"):
                     table.add_column(col, overflow="fold")
@@ -610,7 +620,7 @@ def receipts(
                 out.print(table)
     except PostgresUnavailable as exc:
         _die(str(exc))
-    write_index(out_dir)
+    write_index(out_dir, leased=app_ref is None)
     say(f"receipts: {out_dir}/index.md, index.html")
     if failed:
         raise typer.Exit(1)

@@ -233,6 +233,12 @@ class App:
                                  f"which the registry lacks (it has {', '.join(known)})")
         return registry
 
+    def serve_registry(self) -> WorkflowRegistry:
+        """The registry a real Vessel serves (`vessel serve --app`, `harness receipts
+        --app`): the app's systems built once for the process, under seed 0 and
+        with faults never on, then its Patterns."""
+        return self.build(Env(seed=0, rng=random.Random(0)))
+
 
 def load_app(ref: str) -> App:
     """`package.module:attribute` -> the App it names (AppError otherwise).

@@ -36,7 +36,9 @@ def _reason(doc: dict[str, Any] | None) -> str:
     return str(doc.get("reason") or "; ".join(doc.get("problems", [])))
 
 
-def write_index(out: Path) -> dict[str, Any]:
+def write_index(out: Path, leased: bool = True) -> dict[str, Any]:
+    """Write index.json, .md and .html over the receipts in `out`; `leased=False`
+    leaves the leased-job section empty (an app's receipts have none)."""
     receipts: dict[str, dict[str, Any]] = {}
     for path in sorted(out.glob("*.json")):
         if path.name == "index.json":
@@ -64,17 +66,17 @@ def write_index(out: Path) -> dict[str, Any]:
             "boot1_signal": (boots or [{}])[0].get("exit_signal"),
             "files": receipt_files(out, proved_by or point),
         })
-    leased = []
-    for name, check in LEASED_CHECKS.items():
+    checks = []
+    for name, check in LEASED_CHECKS.items() if leased else ():
         doc = receipts.get(name)
-        leased.append({
+        checks.append({
             "check": name, "verdict": _verdict(doc, digest), "scenario": check.scenario,
             "proves": check.proves, "code_digest": doc.get("code_digest") if doc else None,
             "reason": _reason(doc), "seconds": (doc or {}).get("seconds"),
             "pids": [p.get("pid") for p in (doc or {}).get("processes", [])],
             "files": receipt_files(out, name),
         })
-    index = {"code_digest": digest, "windows": windows, "leased": leased}
+    index = {"code_digest": digest, "windows": windows, "leased": checks}
     (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     (out / "index.md").write_text(_markdown(index))
     (out / "index.html").write_text(_html(index))

@@ -89,7 +89,7 @@ def prove(window: Window, server_dsn: str, out: Path) -> dict[str, Any]:
     """Run the lifecycle on a fresh database; write and return the receipt."""
     out.mkdir(parents=True, exist_ok=True)
     receipt: dict[str, Any] = {
-        "window": window.point, "scenario": f"http:{window.pattern}", "seed": None,
+        "window": window.point, "scenario": window.scenario, "seed": None,
         "code_digest": code_digest(), "expected": window.expect, "boots": [],
         "started_at": time.time(),
     }
@@ -120,7 +120,8 @@ def _lifecycle(
 ) -> None:
     drive = Drive(window.pattern, dict(window.content), dsn=dsn)
     with httpx.Client(timeout=15) as client:
-        boot1 = VesselProcess(dsn, workdir, "boot1", crash_at=window.point, migrate=True)
+        boot1 = VesselProcess(dsn, workdir, "boot1", crash_at=window.point, migrate=True,
+                              args=window.serve_args())
         boots.append(boot1.start())
         if not window.dies_before_ready:
             boot1.wait_ready(client)
@@ -131,7 +132,7 @@ def _lifecycle(
         if f"crash plan {window.point}" not in boot1.output():
             raise ReceiptError(f"boot 1 died, but not at {window.point}")
         before = snapshot(dsn)
-        boot2 = VesselProcess(dsn, workdir, "boot2", port=boot1.port)
+        boot2 = VesselProcess(dsn, workdir, "boot2", port=boot1.port, args=window.serve_args())
         boots.append(boot2.start())
         health = boot2.wait_ready(client)
         view = to_the_end(client, boot2, drive)

@@ -235,6 +235,18 @@ class Window:
     dies_before_ready: bool = False
     unreachable: str | None = None
     """Why a real process cannot be driven into this window over HTTP, if it cannot."""
+    app: str | None = None
+    """The `module:attribute` of a user's app whose Patterns both boots serve
+    (`vessel serve --app`); None: the shipped Patterns (harness.receipts.app)."""
+
+    def serve_args(self) -> tuple[str, ...]:
+        return () if self.app is None else ("--app", self.app)
+
+    @property
+    def scenario(self) -> str:
+        if self.app is None:
+            return f"http:{self.pattern}"
+        return f"app:{self.app}" if self.unreachable else f"app:{self.app}:{self.pattern}"
 
 
 WINDOWS: dict[str, Window] = {w.point: w for w in (

@@ -8,6 +8,8 @@ Commands:
   memory profile (best effort, nothing durable). Binds loopback by default.
   With `--agents leased` (PostgreSQL only) delegated jobs become leased jobs
   of workspace W, executed by a separate `vessel jobs work --workspace W`.
+  With `--app module:attribute` the Vessel serves the user's own Patterns
+  (`runtime.app.registry_ref`) instead of the shipped ones.
 - `vessel migrate --dsn DSN`: applies the shipped migrations, prints the
   versions, exits 0.
 - `vessel faults`: the catalogue of named fault points (DESIGN section 5).
@@ -211,6 +213,12 @@ def serve(
         typer.Option("--services", help="Service waits: reference (a reference provider; "
                      "durable in the database with --dsn) or none (such Runs fail)."),
     ] = "reference",
+    app_ref: Annotated[
+        str | None,
+        typer.Option("--app", help="Serve your own Patterns instead of the shipped ones: "
+                     "module:attribute naming a WorkflowRegistry, or an object with "
+                     "serve_registry() or a registry attribute (a harness.api.App)."),
+    ] = None,
 ) -> None:
     """Serve the Vessel's HTTP surface with its workers and relays."""
     from runtime.app.factories import memory_lifespan, postgres_lifespan
@@ -246,6 +254,14 @@ def serve(
         plan = CrashPlan.from_env()
     except (CredentialsInvalid, CrashPlanInvalid) as exc:
         fail(str(exc))
+    registry = None
+    if app_ref is not None:
+        from runtime.app.registry_ref import RegistryRefError, load_registry
+
+        try:
+            registry = load_registry(app_ref)
+        except RegistryRefError as exc:
+            fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("vessel")
     if plan is not None:
@@ -256,14 +272,17 @@ def serve(
         except UserMistake as exc:
             fail(str(exc))
         factory = postgres_lifespan(dsn, faults=plan, agents=leased,
-                                    services=services == "reference")
+                                    services=services == "reference", registry=registry)
         if leased is not None:
             log.info("delegated jobs: leased jobs of workspace %s (model %s)",
                      leased.workspace, leased.model_version)
         profile = "postgres"
     else:
-        factory = memory_lifespan(faults=plan, services=services == "reference")
+        factory = memory_lifespan(faults=plan, services=services == "reference",
+                                  registry=registry)
         profile = "memory"
+    if registry is not None:
+        log.info("serving the Patterns of --app %s: %s", app_ref, ", ".join(registry.names()))
     app = create_app(factory, creds, profile=profile)
     run_server(app, host=host, port=port, log_level=log_level)
 

@@ -20,6 +20,7 @@ from runtime.app.lifespan import Lifespan
 from runtime.app.profiles import LeasedAgents, Vessel, memory_vessel, postgres_vessel
 from runtime.errors import stop_unproven
 from runtime.recovery.boot_lease import BOOT_LEASE_S
+from runtime.registry import WorkflowRegistry
 from runtime.seams import FaultPoints
 
 SERVICE_FINISH_AFTER_S = 2.0
@@ -32,15 +33,18 @@ def memory_lifespan(
     concurrency: dict[str, int] | None = None,
     relay_every_s: float = 5.0,
     services: bool = False,
+    registry: WorkflowRegistry | None = None,
 ) -> LifespanFactory:
     """A fresh memory Vessel per opening; best-effort startup. `services`:
-    service waits go to the in-process reference provider."""
+    service waits go to the in-process reference provider. `registry`: the
+    Patterns served (default: the shipped ones)."""
 
     @asynccontextmanager
     async def factory() -> AsyncIterator[Lifespan]:
         driver = ReferenceServiceDriver(finish_after_s=SERVICE_FINISH_AFTER_S) if services \
             else None
-        vessel = memory_vessel(faults=faults, concurrency=concurrency, service_driver=driver)
+        vessel = memory_vessel(faults=faults, concurrency=concurrency, service_driver=driver,
+                               registry=registry)
         yield Lifespan(vessel, strict=False, relay_every_s=relay_every_s)
 
     return factory
@@ -65,11 +69,13 @@ def postgres_lifespan(
     relay_every_s: float = 5.0,
     agents: LeasedAgents | None = None,
     services: bool = False,
+    registry: WorkflowRegistry | None = None,
 ) -> LifespanFactory:
     """The PostgreSQL + SAQ profile; strict startup. `agents`: delegated jobs
     as leased jobs for `vessel jobs work` (default: the reference runtime).
     `services`: service waits go to the durable reference provider in the
-    same database (`PostgresReferenceProvider`)."""
+    same database (`PostgresReferenceProvider`). `registry`: the Patterns
+    served (default: the shipped ones)."""
 
     @asynccontextmanager
     async def factory() -> AsyncIterator[Lifespan]:
@@ -81,7 +87,7 @@ def postgres_lifespan(
                 stack.push_async_exit(_close_unless_stop_unproven(driver.close))
             vessel = await stack.enter_async_context(postgres_vessel(
                 dsn, migrate=migrate, faults=faults, concurrency=concurrency, agents=agents,
-                service_driver=driver,
+                service_driver=driver, registry=registry,
             ))
             yield Lifespan(vessel, strict=True, relay_every_s=relay_every_s,
                            boot_lease_s=BOOT_LEASE_S)
