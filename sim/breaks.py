@@ -221,6 +221,9 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
+    # A retry that does not back off: it hammers a database that is down and
+    # spends its whole budget in a burst (caught by retry_backoff).
+    "lazy_ledger_retry": (retry, "BASE_DELAY_S", 0.0),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 

@@ -26,6 +26,8 @@ from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim import delivery_checks
 from sim.outcome_checks import OUTCOME_INVARIANTS, OutcomeChecks
+from sim.retry_checks import INVARIANTS as RETRY_INVARIANTS
+from sim.retry_checks import RetryChecks
 from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
 from sim.startup_checks import StartupChecks
 from sim.work_checks import JobChecks, ServiceChecks
@@ -182,7 +184,7 @@ INVARIANTS: dict[str, Invariant] = {
 
 INVARIANTS.update(
     (name, Invariant(name, rule, source))
-    for name, rule, source in (*OUTCOME_INVARIANTS, *STARTUP_INVARIANTS)
+    for name, rule, source in (*OUTCOME_INVARIANTS, *STARTUP_INVARIANTS, *RETRY_INVARIANTS)
 )
 
 
@@ -225,6 +227,7 @@ class Checker:
         self.service_checks = ServiceChecks(self)
         self.outcome_checks = OutcomeChecks(self)
         self.startup_checks = StartupChecks(self)
+        self.retry_checks = RetryChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []

@@ -198,6 +198,15 @@ RULES: tuple[Rule, ...] = (
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",
          ("liveness",), ("basic",), (_b("relay_never_republishes", "basic", 8),)),
+    Rule("retry.backoff", S000, "Cancellation, mutation, and recovery",
+         "a transient ledger error is retried after a jittered, exponentially growing delay, "
+         "never at once; a Step append is never repeated blindly (its repair owns it)",
+         ("retry_backoff",), ("basic",), (_b("lazy_ledger_retry", "basic", 1),)),
+    Rule("retry.outlasts_blip", S000, "Cancellation, mutation, and recovery",
+         "a database blip shorter than the retry budget never reaches the caller: a hop "
+         "outlasts it rather than failing a Run whose effect may already have happened",
+         ("retry_outlasts_blip", "transient_never_fails_a_run"), ("basic",),
+         (_b("short_ledger_retry", "basic", 4),)),
     # -- seed 000, "Service job attempts" ------------------------------------------------
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "

@@ -38,6 +38,7 @@ from sim.faults.proxies import CheckpointStuck, SimBroker, SimEffects, SimFaultP
 from sim.leased import SimModel
 from sim.processes import Incarnation
 from sim.provider import SimDriver, SimProvider, SimServiceStore
+from sim.retry_checks import RetryWatch
 from sim.rng import SeededEntropy, Streams
 from sim.trace import Trace
 
@@ -74,7 +75,8 @@ class Boot(Incarnation):
         self.deps = Deps(
             clock=world.clock,
             entropy=world.entropy,
-            ledger=cast(Ledger, retried(SimLedger(self, world.ledger), world.entropy)),
+            ledger=cast(Ledger, RetryWatch(retried(SimLedger(self, world.ledger), world.entropy),
+                                           world.checker.retry_checks)),
             broker=SimBroker(self, world.broker),
             faults=SimFaultPoints(self),
             effects=SimEffects(self, world.effects),

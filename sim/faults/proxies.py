@@ -24,6 +24,7 @@ from runtime.faults import CATALOGUE
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
+from sim import retry_checks
 from sim.faults.plan import FaultKind
 
 if TYPE_CHECKING:
@@ -120,6 +121,17 @@ class SimLedger(_Guarded):
 
     async def _tx(
         self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None
+    ) -> T:
+        attempt = retry_checks.attempt_began()  # the retry invariants time every attempt
+        try:
+            return await self._attempt(name, write, op, run_id)
+        except LedgerUnavailable:
+            if attempt is not None:
+                attempt.failed = anyio.current_time()
+            raise
+
+    async def _attempt(
+        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None
     ) -> T:
         self.boot.check_alive()
         self._refuse_during_outage(name)

@@ -103,8 +103,38 @@ def test_a_hop_that_gives_up_on_a_database_blip_is_caught() -> None:
     restart end a hop: its Run FAILED by the blip, or left RUNNING when the
     settlement gave up too. Ledger outages in swarm make it observable."""
     seed, invariant, _ = _first_violation("basic", "short_ledger_retry", range(1, 70))
-    assert invariant in ("transient_never_fails_a_run", "liveness")
+    assert invariant in ("retry_outlasts_blip", "transient_never_fails_a_run", "liveness")
     assert run_simulation(seed, "basic", "swarm").ok  # the same seed holds with the bound
+
+
+def test_a_retry_that_does_not_back_off_is_caught() -> None:
+    """retry_backoff reads each attempt's timing: a retry at once after a
+    transient error (no backoff) is caught where it first happens."""
+    seed, invariant, message = _first_violation("basic", "lazy_ledger_retry", range(1, 10))
+    assert invariant == "retry_backoff" and "waited 0 s after failure 1" in message
+    assert run_simulation(seed, "basic", "swarm").ok
+
+
+def test_the_retry_watch_sees_the_retries_it_judges() -> None:
+    """The retry invariants are not vacuous: seed 1 of basic retries ledger calls,
+    the watch records every attempt of each, and the unbroken runtime holds."""
+    from sim import retry_checks
+
+    judged: list[int] = []
+    original = retry_checks.RetryChecks.judge
+
+    def counting(self: retry_checks.RetryChecks, record: retry_checks.CallRecord,
+                 gave_up: bool) -> None:
+        judged.append(len(record.attempts))
+        original(self, record, gave_up)
+
+    retry_checks.RetryChecks.judge = counting  # type: ignore[method-assign]
+    try:
+        result = run_simulation(1, "basic", "swarm")
+    finally:
+        retry_checks.RetryChecks.judge = original  # type: ignore[method-assign]
+    assert result.ok
+    assert max(judged) > 1, "seed 1 of basic retried no ledger call"
 
 
 def test_a_service_store_blip_never_fails_a_run() -> None:
