@@ -183,13 +183,21 @@ class Ledger(Protocol):
 
     async def append_step(
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
-    ) -> Step: ...
+    ) -> Step:
+        """Append one Step at the Run's next index. A Run takes one terminal Step
+        (run.done, run.failed, run.cancelled) at most, whoever writes it: when one
+        is already written, a terminal append writes nothing and returns that one
+        (several boots may fail the same orphan; issue 15, M11). The check and
+        the write are one transaction, atomic across processes."""
+        ...
 
     async def append_steps(
         self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
     ) -> list[Step]:
         """Append `items` (kind, data) in order as consecutive Steps, all or none,
-        in one transaction: the Step writer's group commit. No items, no write."""
+        in one transaction: the Step writer's group commit. No items, no write.
+        A terminal item the Run may no longer take (one is written, or the group
+        has an earlier one) is dropped; the Steps returned are those written."""
         ...
 
     async def steps(self, run_id: UUID) -> list[Step]: ...

@@ -12,12 +12,14 @@ violation. Never used outside tests.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
+
+import anyio
 
 from runtime import retry
 from runtime.adapters.memory.gate import enter
@@ -30,11 +32,19 @@ from runtime.events.model import EventKind
 from runtime.events.repair import write_or_owe
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
-from runtime.models import CheckpointRecord, Claim, DeliveryState, Run, RunDelivery, RunStatus
+from runtime.models import (
+    CheckpointRecord,
+    Claim,
+    DeliveryState,
+    Run,
+    RunDelivery,
+    RunStatus,
+    Step,
+)
 from runtime.publish_fence import LateJob
 from runtime.recovery import debts, deliveries, orphans
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
-from runtime.seams import Ledger
+from runtime.seams import Deps, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
@@ -197,6 +207,28 @@ async def _mismatch_as_settled(
     return DeliveryVerdict.CORRUPT if delivery is None else DeliveryVerdict.SETTLED_ELSEWHERE
 
 
+def _no_terminal_guard(self: MemoryLedger, log: Sequence[Step]) -> Step | None:
+    """The ledger without its one-terminal-Step guard: every terminal append lands."""
+    return None
+
+
+async def _two_boots_write_orphan_evidence(
+    deps: Deps, run: Run, debt: dict[UUID, int] | None
+) -> None:
+    """What the two-Vessel soak saw (issue 15, M11): another live boot fails the
+    same orphan at the same moment and writes its evidence too, with its own
+    process lock and its own read of the durable Steps. Harmless while the
+    ledger refuses a second terminal Step; a duplicate without that guard."""
+    peer = replace(deps, boot_id=f"{deps.boot_id}-peer")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write_or_owe, deps, run, debt)
+        tg.start_soon(write_or_owe, peer, run, debt)
+
+
+UNGUARDED_LEDGER = (MemoryLedger, "_terminal_step", _no_terminal_guard)
+"""The ledger guard removed too: a caller-side break of terminal evidence is only
+visible while the ledger would otherwise refuse its second Step."""
+
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
@@ -224,8 +256,18 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).
     "lazy_ledger_retry": (retry, "BASE_DELAY_S", 0.0),
+    "second_terminal_step_written": UNGUARDED_LEDGER,
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
+
+COMPANIONS.update({
+    # Two boots failing one orphan, as two Vessels on one database do.
+    "second_terminal_step_written": [(orphans, "write_or_owe", _two_boots_write_orphan_evidence)],
+    # Breaks of the callers' terminal-evidence rules: the ledger would refuse the
+    # second Step they write (issue 15, M11), so each comes with the ledger unguarded.
+    "duplicate_cancelled_step": [UNGUARDED_LEDGER],
+    "evidence_repaired_twice": [*COMPANIONS["evidence_repaired_twice"], UNGUARDED_LEDGER],
+})
 
 
 @contextmanager

@@ -107,6 +107,12 @@ RULES: tuple[Rule, ...] = (
          ("terminal_evidence_once", "terminal_step_at_most_once"), ("crashloop",),
          (_b("evidence_repaired_twice", "crashloop", 1),
           _b("evidence_debt_forgotten", "crashloop", 1))),
+    Rule("events.terminal_step_ledger_once", S000, "Events, settlement, and waits",
+         "the ledger refuses a Run's second terminal Step in the append's own transaction, "
+         "whichever process writes it: two live boots failing the same orphan write its "
+         "evidence once (issue 15, M11)",
+         ("terminal_step_at_most_once",), ("crashloop",),
+         (_b("second_terminal_step_written", "crashloop", 1),)),
     Rule("events.subscriber_order", S000, "Events, settlement, and waits",
          "each subscriber sees a Run's events in cursor order, gaps only at a resync boundary, "
          "and one terminal event at most",

@@ -32,9 +32,11 @@ same Run, and each reads the durable Steps before it appends."""
 async def repair_terminal_evidence(deps: Deps, run: Run) -> bool:
     """True when a missing terminal Step was written now.
 
-    Exactly once whoever calls it: the read of the durable Steps and the
-    append are one single-flight section per Run and process, so two
-    repairers never both see the Step missing and both write it."""
+    Exactly once whoever calls it: in this process the read of the durable
+    Steps and the append are one single-flight section per Run; across
+    processes (two boots failing the same orphan, issue 15 M11) the ledger
+    refuses a second terminal Step in the append's own transaction and hands
+    back the first, which counts as already written: a no-op, not an error."""
     if not run.status.terminal:
         return False
     async with _REPAIRS.hold(f"{deps.boot_id}:{run.id}"):
@@ -43,8 +45,8 @@ async def repair_terminal_evidence(deps: Deps, run: Run) -> bool:
             return False
         async with StepWriter(deps.ledger, deps.clock, run.id, run.seq) as writer:
             kind = TERMINAL_KINDS[run.status].value
-            await writer.repair(kind, {"error": run.error, "repaired": True})
-    return True
+            step = await writer.repair(kind, {"error": run.error, "repaired": True})
+    return step.index >= len(steps)  # an earlier index: another writer's Step stood
 
 
 async def write_or_owe(deps: Deps, run: Run, debt: dict[UUID, int] | None) -> None:

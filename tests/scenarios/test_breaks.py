@@ -251,3 +251,26 @@ def test_strict_refusals_on_degraded_startups_stay_bounded() -> None:
                       if '"boot.refused"' in line and "reconciliation degraded" in line)
         assert fired <= 3 and refused <= fired, (seed, fired, refused)
         assert result.boots < 60, (seed, result.boots)
+
+
+def test_a_ledger_that_takes_a_second_terminal_step_is_caught() -> None:
+    """second_terminal_step_written (issue 15, M11): two live boots fail the same
+    orphan and both write its run.failed, as the two-Vessel soak found. With the
+    ledger's one-terminal-Step guard the same race leaves one Step; without it
+    the checker sees two."""
+    seed, _, message = _first_violation("crashloop", "second_terminal_step_written",
+                                        range(1, 20), "terminal_step_at_most_once")
+    assert "(run.failed, run.failed)" in message
+    from runtime.recovery import orphans
+    from sim.breaks import COMPANIONS
+
+    [(owner, attr, two_boots)] = COMPANIONS["second_terminal_step_written"]
+    assert (owner, attr) == (orphans, "write_or_owe")
+    original = orphans.write_or_owe
+    orphans.write_or_owe = two_boots  # the race alone, the guard in place
+    try:
+        raced = run_simulation(seed, "crashloop", "swarm")
+    finally:
+        orphans.write_or_owe = original
+    assert raced.ok, raced.violation
+    assert run_simulation(seed, "crashloop", "swarm").ok

@@ -315,8 +315,12 @@ class MemoryLedger(WaitsMixin, BootsMixin):
     async def append_step(
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
     ) -> Step:
+        """Append one Step; a second terminal Step of the Run is refused (nothing
+        is written) and the one already written is returned instead."""
         await enter()
         log = self.step_log.setdefault(run_id, [])
+        if kind in TERMINAL_KINDS and (written := self._terminal_step(log)) is not None:
+            return written
         step = Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data, created_at=now)
         log.append(step)
         return step
@@ -324,16 +328,29 @@ class MemoryLedger(WaitsMixin, BootsMixin):
     async def append_steps(
         self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
     ) -> list[Step]:
+        """Append `items` in order as consecutive Steps in one transaction. A
+        terminal item is dropped when the Run has a terminal Step already (or the
+        group wrote one before it); the Steps returned are the ones written."""
         await enter()
         if not items:
             return []
         log = self.step_log.setdefault(run_id, [])
-        steps = [
-            Step(run_id=run_id, index=len(log) + i, seq=seq, kind=kind, data=data, created_at=now)
-            for i, (kind, data) in enumerate(items)
-        ]
-        log.extend(steps)
+        steps: list[Step] = []
+        for kind, data in items:
+            if kind in TERMINAL_KINDS and self._terminal_step(log) is not None:
+                continue
+            step = Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data,
+                        created_at=now)
+            log.append(step)
+            steps.append(step)
         return steps
+
+    def _terminal_step(self, log: Sequence[Step]) -> Step | None:
+        """The Run's terminal Step if one is written: the guard that keeps a Run to
+        one terminal Step whoever writes it (two boots may both fail an orphan and
+        both write its evidence; issue 15, M11). No await: it is part of the
+        caller's transaction."""
+        return next((s for s in log if s.kind in TERMINAL_KINDS), None)
 
     async def steps(self, run_id: UUID) -> list[Step]:
         await enter()

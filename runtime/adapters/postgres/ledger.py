@@ -347,6 +347,9 @@ class PostgresLedger(WaitsMixin, BootsMixin):
     ) -> Step:
         async with self._transaction() as cur:
             await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+            terminal = kind in TERMINAL_KINDS
+            if terminal and (written := await _terminal_step(cur, run_id)) is not None:
+                return written  # a second terminal Step is refused: the first stands
             await cur.execute(
                 q.APPEND_STEP,
                 {
@@ -358,7 +361,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 },
             )
             step = step_from_row(await one(cur))
-            if kind in TERMINAL_KINDS:
+            if terminal:
                 await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
             return step
 
@@ -392,6 +395,11 @@ class PostgresLedger(WaitsMixin, BootsMixin):
             return []
         async with self._transaction() as cur:
             await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+            terminal = any(kind in TERMINAL_KINDS for kind, _ in items)
+            if terminal:
+                items = _one_terminal(items, await _terminal_step(cur, run_id) is not None)
+                if not items:
+                    return []
             await cur.execute(
                 q.APPEND_STEPS,
                 {
@@ -403,7 +411,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 },
             )
             rows = await cur.fetchall()
-            if any(kind in TERMINAL_KINDS for kind, _ in items):
+            if terminal:
                 await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
         return sorted((step_from_row(r) for r in rows), key=lambda s: s.index)
 
@@ -431,6 +439,28 @@ class PostgresLedger(WaitsMixin, BootsMixin):
 
 
 # -- helpers ------------------------------------------------------------------
+
+
+async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:
+    """The Run's terminal Step, read under the Run's Step lock."""
+    await cur.execute(q.TERMINAL_STEP_OF, {"run_id": run_id, "terminal": q.TERMINAL_STEP_KINDS})
+    row = await cur.fetchone()
+    return None if row is None else step_from_row(row)
+
+
+def _one_terminal(
+    items: Sequence[tuple[str, dict[str, Any]]], written: bool
+) -> list[tuple[str, dict[str, Any]]]:
+    """The group without the terminal items a Run may no longer take: every one
+    when a terminal Step is `written` already, else each after the first."""
+    kept: list[tuple[str, dict[str, Any]]] = []
+    for kind, data in items:
+        if kind in TERMINAL_KINDS:
+            if written:
+                continue
+            written = True
+        kept.append((kind, data))
+    return kept
 
 
 def _limit(limit: int) -> int:

@@ -16,6 +16,7 @@ from psycopg import sql
 
 from runtime.adapters.postgres.rows import DELIVERY_COLUMNS, RUN_COLUMNS, STEP_COLUMNS
 from runtime.adapters.postgres.sqltext import render_once
+from runtime.events.model import TERMINAL_KINDS
 from runtime.models import TERMINAL_STATUSES, DeliveryState, RunStatus
 
 STEP_LOCK_NAMESPACE = 0x5354
@@ -202,6 +203,17 @@ MARK_TERMINAL_STEP = sql.SQL(
 """In append_step's transaction, for a terminal kind: the Run's evidence is paid."""
 
 LOCK_STEPS_OF_RUN = sql.SQL("SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(run_id)s::text))")
+"""Serialises every Step write of one Run across connections: index allocation and
+the one-terminal-Step check below both read under it."""
+
+TERMINAL_STEP_KINDS = sorted(TERMINAL_KINDS)
+
+TERMINAL_STEP_OF = sql.SQL(
+    "SELECT {cols} FROM run_step WHERE run_id = %(run_id)s AND kind = ANY(%(terminal)s) "
+    "ORDER BY idx LIMIT 1"
+).format(cols=STEP)
+"""The Run's terminal Step, if written: read under LOCK_STEPS_OF_RUN, so a second
+terminal Step is refused atomically whichever process writes it (issue 15, M11)."""
 
 APPEND_STEP = sql.SQL(
     "INSERT INTO run_step ({cols}) "
