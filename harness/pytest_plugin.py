@@ -3,8 +3,10 @@
 Fixtures: `vessel_sim` puts an application (harness.api.App) under the
 simulator: `vessel_sim(app).run(seed)` is one seed, `vessel_sim(app).check()`
 a campaign that fails the test with the first failing seed's replay command
-and shrunk plan; `--vessel-seeds` and `--vessel-profile` override the seeds
-and profile of every check. `simulate` runs a seeded simulation of a shipped
+and shrunk plan. The decorator `@harness.vessel_sim.campaign(app, seeds=200)`
+makes a whole test one such campaign. `--vessel-seeds` and `--vessel-profile`
+override the seeds and profile of every check and decorated campaign; a bad
+value is a usage error before any test runs. `simulate` runs a seeded simulation of a shipped
 scenario and returns its result; the PostgreSQL fixtures come from
 harness.pg_fixtures. Hypothesis strategies for fault plans are in
 harness.strategies (`fault_plans(app)`).
@@ -38,6 +40,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "or swarm")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Check --vessel-seeds / --vessel-profile once and hand them to the decorator."""
+    from harness import vessel_sim as decorator
+
+    seeds = config.getoption("--vessel-seeds", default=None)
+    profile = config.getoption("--vessel-profile", default=None)
+    _checked(seeds, profile)
+    config.stash[_BEFORE] = (decorator.session_seeds, decorator.session_profile)
+    decorator.session_seeds, decorator.session_profile = seeds, profile
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give back the options of any enclosing session (pytester runs one inside another)."""
+    from harness import vessel_sim as decorator
+
+    if _BEFORE in config.stash:
+        decorator.session_seeds, decorator.session_profile = config.stash[_BEFORE]
+
+
+_BEFORE = pytest.StashKey[tuple[str | None, str | None]]()
+
+
+def _checked(seeds: str | None, profile: str | None) -> None:
+    from sim.campaign import parse_seeds
+    from sim.faults.options import PROFILES
+
+    if seeds is not None:
+        try:
+            if not parse_seeds(seeds):
+                raise ValueError("no seeds")
+        except ValueError as exc:
+            raise pytest.UsageError(f"--vessel-seeds {seeds!r}: {exc}") from None
+    if profile is not None and profile not in PROFILES:
+        raise pytest.UsageError(f"--vessel-profile {profile!r}: expected one of "
+                                f"{', '.join(PROFILES)}")
+
+
 @dataclass(frozen=True)
 class VesselSim:
     """An app bound to this session's --vessel-seeds / --vessel-profile."""
@@ -67,21 +106,9 @@ class VesselSim:
 @pytest.fixture
 def vessel_sim(request: pytest.FixtureRequest) -> Callable[[App], VesselSim]:
     """`vessel_sim(app).run(seed)` -> SimulationResult; `.check(seeds)` -> CampaignResult."""
-    from sim.campaign import parse_seeds
-
     seeds = request.config.getoption("--vessel-seeds")
     profile = request.config.getoption("--vessel-profile")
-    if seeds is not None:
-        try:
-            parse_seeds(seeds)
-        except ValueError as exc:
-            raise pytest.UsageError(f"--vessel-seeds: {exc}") from None
-    if profile is not None:
-        from sim.faults.options import PROFILES
-
-        if profile not in PROFILES:
-            raise pytest.UsageError(f"--vessel-profile {profile!r}: expected one of "
-                                    f"{', '.join(PROFILES)}")
+    _checked(seeds, profile)
 
     def bind(app: App) -> VesselSim:
         return VesselSim(app, seeds, profile)
