@@ -4,7 +4,8 @@ Describe an application (`App`: your `WorkflowRegistry` of Patterns, the
 external systems their nodes call, a `Workload`, your `Invariant`s), mark
 properties in node code or checks with `always`, `sometimes` and
 `unreachable`, then `simulate` one seed, run a `campaign` over many, `replay`
-a failing seed and `shrink` its fault plan. The CLI does the same with
+a failing seed and `shrink` its fault plan; `run_node` unit-tests one node
+under virtual time. The CLI does the same with
 `--app module:attribute` (docs/api.md is the reference).
 
 Only the names in `__all__` are the stable API; everything under `sim.` and
@@ -12,6 +13,7 @@ Only the names in `__all__` are the stable API; everything under `sim.` and
 """
 
 from harness.api.emit import regression_test
+from harness.api.nodes import NodeRun, run_node
 from harness.api.probes import always, sometimes, unreachable
 from harness.api.results import CampaignResult, SeedOutcome, ShrinkResult, SimulationResult
 from harness.api.running import campaign, check_app, replay, shrink, simulate
@@ -37,6 +39,7 @@ __all__ = [
     "Env",
     "FaultPlan",
     "Invariant",
+    "NodeRun",
     "SeedOutcome",
     "ShrinkResult",
     "SimulationResult",
@@ -48,6 +51,7 @@ __all__ = [
     "load_app",
     "regression_test",
     "replay",
+    "run_node",
     "shrink",
     "simulate",
     "sometimes",
