@@ -27,9 +27,11 @@ from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
+from runtime.errors import ClaimLost
 from runtime.events.errors import EventError
 from runtime.events.model import EventKind
 from runtime.events.repair import write_or_owe
+from runtime.hop import HopContext
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
 from runtime.models import (
@@ -229,6 +231,17 @@ UNGUARDED_LEDGER = (MemoryLedger, "_terminal_step", _no_terminal_guard)
 """The ledger guard removed too: a caller-side break of terminal evidence is only
 visible while the ledger would otherwise refuse its second Step."""
 
+
+async def _effect_while_cancelling(self: HopContext, name: str, payload: dict[str, Any]) -> bool:
+    """An effect that checks only that the Run still exists, not that this hop
+    still holds it: a hop whose Run went CANCELLING after its claim still acts
+    (caught by effect_under_claim in cancel_at_claim)."""
+    if await self.deps.ledger.get_run(self.run.id) is None:
+        raise ClaimLost(self.run.id, self.seq, "missing")
+    return await self.deps.effects.apply(self.effect_identity(name), self.run.id, self.seq,
+                                         payload)
+
+
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
@@ -252,6 +265,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "mismatch_passed_clean": (DeliveryRecovery, "_out_of_step", _mismatch_as_settled),
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
+    "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).

@@ -147,6 +147,11 @@ RULES: tuple[Rule, ...] = (
          "agent job, service attempt and pending consent is contained",
          ("cancelled_after_containment",), ("cancel",),
          (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 1))),
+    Rule("cancel.no_effect_while_cancelling", S000, "Cancellation, mutation, and recovery",
+         "a hop whose Run went CANCELLING after its claim creates no external effect: it "
+         "re-reads the Run before each effect and stops unless it still holds the claim",
+         ("effect_under_claim",), ("cancel_at_claim",),
+         (_b("effect_ignores_cancelling", "cancel_at_claim", 1),)),
     Rule("cancel.late_job_fenced", S000, "Cancellation, mutation, and recovery",
          "a publisher that lost its acknowledgement behind a cancellation aborts the job it "
          "may have landed, so no live hop job outlives its Run's cancellation",

@@ -20,7 +20,7 @@ from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
-from runtime.faults import CATALOGUE
+from runtime.faults import CATALOGUE, CLAIM_COMMITTED
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
@@ -386,3 +386,7 @@ class SimFaultPoints(_Guarded):
         if fault is FaultKind.CRASH:
             self.boot.crash(f"crash at {name}")
             raise ProcessCrashed(name)
+        if name == CLAIM_COMMITTED:
+            operator = self.world.actors.get("operator")
+            if operator is not None and hasattr(operator, "after_claim"):
+                await operator.after_claim(context["run_id"])  # an operator acting right here

@@ -87,11 +87,27 @@ class Operator:
     """Share of applied effects after which the operator cancels that Run while its hop
     is paused there: the hop then holds an outcome for a Run gone CANCELLING."""
 
+    at_claim: float = 0.0
+    """Share of committed claims at which the operator cancels that Run while its hop
+    is paused right after the claim: the hop then reaches its nodes, and their
+    effects, for a Run gone CANCELLING. Zero draws nothing."""
+
+    async def after_claim(self, run_id: UUID) -> None:
+        """Pause here, act, resume: called at the hop's CLAIM_COMMITTED point."""
+        if self.at_claim <= 0 or self.world.injector.healed \
+                or self.world.streams.actors.random() >= self.at_claim:
+            return
+        self.world.spawn(self.cancel, run_id)
+        await self._until_not_running(run_id)
+
     async def after_effect(self, run_id: UUID) -> None:
         """Pause here, act, resume: called by the effect sink once an effect applied."""
         if self.world.injector.healed or self.world.streams.actors.random() >= self.at_effect:
             return
         self.world.spawn(self.cancel, run_id)
+        await self._until_not_running(run_id)
+
+    async def _until_not_running(self, run_id: UUID) -> None:
         for _ in range(20):  # resume once CANCELLING committed (or after 2 s)
             run = self.world.ledger.run_table.get(run_id)
             if run is None or run.status is not RunStatus.RUNNING:

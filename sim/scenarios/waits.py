@@ -13,6 +13,10 @@
 - `cancel`: a mix of every pattern while an operator cancels Runs (a publish
   whose acknowledgement is lost stays in flight for a while first), often
   sending a cancel again at once (the re-read of a CANCELLED Run);
+- `cancel_at_claim`: Runs whose hops perform external effects, half of whose
+  claims are met by an operator's cancel while the hop is paused right after
+  its claim committed (pause here, act, resume): the hop then runs its nodes
+  for a Run gone CANCELLING and must create no effect;
 - `skewed_sweep`: long hops while a second process whose clock runs ahead
   sweeps the broker, so a live hop's job reads aborted before the hop is
   stopped; an operator cancels most swept Runs at once (the canceller writes
@@ -61,14 +65,15 @@ def content(world: World, pattern: str) -> dict[str, Any]:
 
 
 async def _with_people(
-    world: World, patterns: tuple[str, ...], operator: bool, reread: float = 0.0
+    world: World, patterns: tuple[str, ...], operator: bool, reread: float = 0.0,
+    at_claim: float = 0.0,
 ) -> None:
     approver = Approver(world)
     world.actors["approver"] = approver
     async with anyio.create_task_group() as tg:
         tg.start_soon(approver.run)
         if operator:
-            tg.start_soon(Operator(world, reread=reread).register().run,
+            tg.start_soon(Operator(world, reread=reread, at_claim=at_claim).register().run,
                           anyio.current_time() + 400.0)
         await submit_stream(world, patterns, content)
         tg.cancel_scope.cancel()
@@ -93,9 +98,10 @@ def _scenario(
     operator: bool = False,
     tune: Callable[[FaultOptions], FaultOptions] | None = None,
     reread: float = 0.0,
+    at_claim: float = 0.0,
 ) -> Scenario:
     async def drive(world: World) -> None:
-        await _with_people(world, patterns, operator, reread)
+        await _with_people(world, patterns, operator, reread, at_claim)
 
     return register(Scenario(name, _describe(name), drive, heal, tune=tune))
 
@@ -146,6 +152,11 @@ HARDWARE = _scenario("hardware", ("hardware",))
 CANCEL = _scenario(
     "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
     operator=True, tune=_publishes_in_flight, reread=1.0,
+)
+
+CANCEL_AT_CLAIM = _scenario(
+    "cancel_at_claim", ("two_step", "effectful", "consent_gate", "delegate"), operator=True,
+    at_claim=0.5,
 )
 
 

@@ -137,6 +137,18 @@ def test_the_retry_watch_sees_the_retries_it_judges() -> None:
     assert max(judged) > 1, "seed 1 of basic retried no ledger call"
 
 
+def test_an_effect_after_a_cancel_at_claim_is_caught() -> None:
+    """cancel_at_claim pauses a hop right after its claim while the operator's
+    cancel commits CANCELLING: an effect that does not re-check the claim is
+    applied for a cancelling Run. The plain cancel scenario never shows it."""
+    seed, invariant, message = _first_violation("cancel_at_claim", "effect_ignores_cancelling",
+                                                range(1, 10))
+    assert invariant == "effect_under_claim" and "without the claim" in message
+    assert run_simulation(seed, "cancel_at_claim", "swarm").ok
+    trace = run_simulation(seed, "cancel_at_claim", "swarm").trace_lines
+    assert any('"cancel"' in line and '"operator"' in line for line in trace)
+
+
 def test_a_service_store_blip_never_fails_a_run() -> None:
     """Issue M11: a transient error of the service attempt store during the hop
     (prepare, or the resumed hop's read) failed the Run; found by the
