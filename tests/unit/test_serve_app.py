@@ -119,3 +119,19 @@ def test_receipt_windows_are_bound_to_samples_that_reach_them(
     assert "HELD" in str(got["release.committed"].unreachable)
     with pytest.raises(KeyError, match="unknown windows"):
         app_windows(app, ["no.such.window"])
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--app", "surely_not_a_module_m13:app"], "cannot import"),
+    (["--app", "tests.unit.api_app:app", "--window", "no.such.window"], "unknown windows"),
+])
+def test_receipts_app_mistakes_are_one_line_and_exit_2(
+    args: list[str], says: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from harness import cli as harness_cli
+
+    with pytest.raises(SystemExit) as done:
+        harness_cli.main(["receipts", *args])
+    assert done.value.code == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
