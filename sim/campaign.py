@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.faults import CATALOGUE
+from sim.clock import freeze_process
 from sim.kernel import SimResult, run_simulation
 
 SeedJob = tuple[int, str, str, str | None]
@@ -138,7 +139,11 @@ def iterate(
             yield run(job)
         return
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    # Worker processes only simulate: freezegun is started once for each of them,
+    # not once per seed (see sim.clock.freeze_process).
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=freeze_process
+    ) as pool:
         yield from pool.map(run, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
 
 

@@ -100,3 +100,35 @@ class FrozenTimeInstrument(trio.abc.Instrument):
         if now != self._at:
             self._at = now
             self.frozen.move_to(self.epoch + timedelta(seconds=now))
+
+
+_PROCESS_FREEZE: list[Any] = []
+
+
+def freeze_process() -> None:
+    """Keep freezegun started for the rest of this process (idempotent).
+
+    Starting freezegun scans every loaded module for time functions to patch,
+    which cost a sixth of a short simulation. With an outer freeze left
+    running, the `freeze_time` each simulation opens is nested: freezegun then
+    only pushes a factory, which `virtual_time` replaces as before, so a
+    simulation sees the same fakes and the same virtual time (the determinism
+    audit compares these processes' hashes with fresh, unfrozen ones). Only
+    for processes that do nothing but simulate (campaign workers, the speed
+    benchmark): everything else in them reads a frozen clock; real wall time
+    is `real_perf_counter()`.
+    """
+    if not _PROCESS_FREEZE:
+        from freezegun import freeze_time
+
+        frozen = freeze_time(EPOCH)
+        frozen.start()
+        _PROCESS_FREEZE.append(frozen)
+
+
+def real_perf_counter() -> float:
+    """time.perf_counter, even under freezegun (looked up in freezegun's module at
+    call time, which its patching skips)."""
+    from freezegun import api
+
+    return float(api.real_perf_counter())

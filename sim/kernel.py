@@ -11,7 +11,6 @@ a verdict instead of a hang.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ from freezegun import freeze_time
 from runtime.models import LedgerDump
 from sim import breaks
 from sim.checker import Violation
-from sim.clock import EPOCH, sim_clock, virtual_time
+from sim.clock import EPOCH, real_perf_counter, sim_clock, virtual_time
 from sim.faults.injector import Injector
 from sim.faults.options import options_for
 from sim.faults.plan import FaultPlan
@@ -139,7 +138,7 @@ def run_simulation(
     _deterministic_scheduler(streams.scheduler.getrandbits(64))
     outcome: dict[str, Any] = {}
     verdict, error = "ok", None
-    started = time.perf_counter()
+    started = real_perf_counter()
     holder: dict[str, World] = {}
     with breaks.broken(break_name or breaks.from_env()), freeze_time(EPOCH) as frozen:
 
@@ -160,7 +159,7 @@ def run_simulation(
             verdict, error = _classify(group)
         except BootFailed as exc:
             verdict, error = "error", str(exc)
-    wall = time.perf_counter() - started
+    wall = real_perf_counter() - started
     world = holder["world"]
     if world.checker.violations:
         verdict = "violation"

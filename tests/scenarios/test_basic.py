@@ -56,6 +56,23 @@ def test_same_seed_same_trace_across_processes_and_hash_seeds() -> None:
     assert hashes == {run_simulation(42, "basic", "default").trace_hash}
 
 
+def test_a_process_wide_freeze_gives_the_same_traces_and_a_real_wall_clock() -> None:
+    # Campaign workers keep freezegun started (sim.clock.freeze_process), so each
+    # simulation's freeze is nested; that must not change a trace. In a subprocess:
+    # the freeze is never undone.
+    code = (
+        "from sim.clock import freeze_process; from sim.kernel import run_simulation\n"
+        "for s in ('basic', 'restart_storm'):\n"
+        "    a = run_simulation(3, s, 'swarm').trace_hash\n"
+        "    freeze_process()\n"
+        "    b = run_simulation(3, s, 'swarm')\n"
+        "    print(a == b.trace_hash, b.wall_s > 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True)
+    assert done.stdout.split() == ["True", "True", "True", "True"]
+
+
 def _fired(result: SimResult) -> list[dict[str, object]]:
     return [json.loads(line)["data"] for line in result.trace_lines
             if '"event":"fault.fired"' in line]
