@@ -311,7 +311,9 @@ class World:
                 tg.start_soon(self._random_crash, boot)
                 await boot.run()
                 tg.cancel_scope.cancel()
-                await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
+            # The downtime runs outside the boot's (cancelled) scope: inside it the
+            # sleep returned at once and every restart was instantaneous.
+            await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
 
     async def _random_crash(self, boot: Boot) -> None:
         at = self.injector.roll_boot_crash(anyio.current_time())

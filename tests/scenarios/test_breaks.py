@@ -153,13 +153,15 @@ def test_a_service_store_blip_never_fails_a_run() -> None:
     """Issue M11: a transient error of the service attempt store during the hop
     (prepare, or the resumed hop's read) failed the Run; found by the
     transient_never_fails_a_run invariant on service_wait seeds 2-5."""
-    for seed in (2, 3, 4, 5):
+    hit = []
+    for seed in range(1, 11):
         result = run_simulation(seed, "service_wait", "swarm")
         assert result.ok, (seed, result.violation)
-        fired = {pf.trigger.point for pf in result.fired.faults
-                 if pf.fault.value in ("ledger_transient", "ledger_ambiguous")
-                 and getattr(pf.trigger, "point", "").startswith("service.")}
-        assert fired, f"seed {seed} injected no service store fault"
+        if any(pf.fault.value in ("ledger_transient", "ledger_ambiguous")
+               and getattr(pf.trigger, "point", "").startswith("service.")
+               for pf in result.fired.faults):
+            hit.append(seed)
+    assert len(hit) >= 3, f"only seeds {hit} of 1-10 injected a service store fault"
 
 
 def test_a_break_of_an_inherited_method_leaves_the_class_as_it_was() -> None:
