@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sim.kernel import run_simulation
@@ -24,3 +26,16 @@ def test_waits_scenarios_really_park_and_resume() -> None:
     resumed = [line for line in consent.trace_lines if '"event":"job.published"' in line
                and ':1"' in line]
     assert resumed, "a decided consent re-admitted its Run under a new sequence"
+
+
+def test_a_crashed_boot_stays_down_for_its_restart_delay() -> None:
+    """Each simulated restart waits a delay drawn from `restart_delay_s` (crashloop:
+    0.5-4 s) before the next boot starts: while down, nobody serves the database.
+    (The delay once slept inside the dead boot's cancelled scope and was zero.)"""
+    result = run_simulation(1, "crashloop", "swarm")
+    events = [json.loads(line) for line in result.trace_lines]
+    crashes = {e["boot"]: e["t"] for e in events if e["event"] == "boot.crash"}
+    starts = {e["boot"]: e["t"] for e in events if e["event"] == "boot.start"}
+    gaps = [starts[boot + 1] - at for boot, at in crashes.items() if boot + 1 in starts]
+    assert len(gaps) >= 3, crashes
+    assert all(0.5 <= round(gap, 6) <= 4.0 for gap in gaps), gaps
