@@ -3,8 +3,8 @@ mutation, and recovery").
 
 `pause_queues()` is only the global pre-claim gate: the broker may still hand
 a hop to a worker, which then waits before its ledger claim. A mutation
-closes the gate, waits (bounded) for the hops already past their claim to
-finish, applies the change, and reopens the gate whatever happened: no
+closes the gate, waits (bounded) for the hops already past it (claiming or
+claimed) to finish, applies the change, and reopens the gate whatever happened: no
 effect, success, failure or timeout. Queue depth and worker count prove
 nothing about quiescence; only the hops in flight do.
 """

@@ -80,7 +80,9 @@ class Worker:
     evidence_debt: dict[UUID, int] = field(default_factory=dict)
     """Runs whose terminal Steps did not all land in this process: repaired by the relay."""
     in_flight: int = 0
-    """Hops past their claim and not yet finished with their evidence."""
+    """Hops past the pre-claim gate and not yet finished with their evidence. A
+    hop counts from before its claim: a claim still in flight (a slow commit, a
+    retried blip) may commit at any moment, so a drain must wait for it too."""
     live_claims: set[str] = field(default_factory=set)
     """Claim tokens of the hops this process is still running: a claim of this
     boot whose token is not here belongs to a hop that is gone (the relay's
@@ -90,9 +92,11 @@ class Worker:
         await self.gate.wait_open()
         token = str(self.deps.entropy.new_id())
         self.live_claims.add(token)  # before the claim commits: never a gap the relay sees
+        self.in_flight += 1
         try:
             return await self._claim_and_hop(run_id, seq, token)
         finally:
+            self.in_flight -= 1
             self.live_claims.discard(token)
 
     async def _claim_and_hop(self, run_id: UUID, seq: int, token: str) -> HopOutcome:
@@ -103,14 +107,12 @@ class Worker:
         if not claim.claimed or claim.run is None:
             return HopOutcome.SKIPPED
         await self.deps.faults.point(faults.CLAIM_COMMITTED, run_id=run_id, seq=seq)
-        self.in_flight += 1
         events = HopEvents(self.deps, self.bus, claim.run, seq)
         try:
             async with events:
                 await events.publish(EventKind.RUN_CLAIMED, {"seq": seq})
                 result = await self._hop(claim.run, claim.delivery, events)
         finally:
-            self.in_flight -= 1
             if events.debt:  # also when the hop is cancelled after terminal truth
                 self.evidence_debt[run_id] = seq
         return result

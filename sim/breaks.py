@@ -29,6 +29,7 @@ from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.errors import ClaimLost
 from runtime.events.errors import EventError
+from runtime.events.hop import HopEvents
 from runtime.events.model import EventKind
 from runtime.events.repair import write_or_owe
 from runtime.hop import HopContext
@@ -51,7 +52,7 @@ from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
-from runtime.worker import Worker
+from runtime.worker import ClaimGate, HopOutcome, Worker
 from sim.rule_breaks import COMPANIONS, RULE_BREAKS
 
 ENV = "SIM_BREAK"
@@ -242,6 +243,38 @@ async def _effect_while_cancelling(self: HopContext, name: str, payload: dict[st
                                          payload)
 
 
+async def _counted_from_claim(self: Worker, run_id: UUID, seq: int) -> HopOutcome:
+    """The drain count as it was: a hop counts only once its claim committed, so a
+    mutation proceeds while a slow claim is still in flight (caught by
+    mutation_quiesced in runtime_mutation)."""
+    await self.gate.wait_open()
+    token = str(self.deps.entropy.new_id())
+    self.live_claims.add(token)
+    ledger, clock = self.deps.ledger, self.deps.clock
+    try:
+        claim = await self._ledger(
+            lambda: ledger.claim_delivery(run_id, seq, self.deps.boot_id, token, clock.now())
+        )
+        if not claim.claimed or claim.run is None:
+            return HopOutcome.SKIPPED
+        self.in_flight += 1
+        events = HopEvents(self.deps, self.bus, claim.run, seq)
+        try:
+            async with events:
+                await events.publish(EventKind.RUN_CLAIMED, {"seq": seq})
+                return await self._hop(claim.run, claim.delivery, events)
+        finally:
+            self.in_flight -= 1
+            if events.debt:
+                self.evidence_debt[run_id] = seq
+    finally:
+        self.live_claims.discard(token)
+
+
+def _gate_stays_open(self: ClaimGate) -> None:
+    """A pre-claim gate whose close does nothing: hops claim during a mutation."""
+
+
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
@@ -266,6 +299,8 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
+    "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
+    "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).

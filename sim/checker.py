@@ -25,6 +25,8 @@ from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim import delivery_checks
+from sim.mutation_checks import INVARIANTS as MUTATION_INVARIANTS
+from sim.mutation_checks import MutationChecks
 from sim.outcome_checks import OUTCOME_INVARIANTS, OutcomeChecks
 from sim.retry_checks import INVARIANTS as RETRY_INVARIANTS
 from sim.retry_checks import RetryChecks
@@ -184,7 +186,8 @@ INVARIANTS: dict[str, Invariant] = {
 
 INVARIANTS.update(
     (name, Invariant(name, rule, source))
-    for name, rule, source in (*OUTCOME_INVARIANTS, *STARTUP_INVARIANTS, *RETRY_INVARIANTS)
+    for name, rule, source in (*OUTCOME_INVARIANTS, *STARTUP_INVARIANTS, *RETRY_INVARIANTS,
+                                 *MUTATION_INVARIANTS)
 )
 
 
@@ -228,6 +231,7 @@ class Checker:
         self.outcome_checks = OutcomeChecks(self)
         self.startup_checks = StartupChecks(self)
         self.retry_checks = RetryChecks(self)
+        self.mutation_checks = MutationChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []
@@ -631,6 +635,11 @@ class Checker:
     def on_startup_done(self, boot: int, degraded: bool) -> None:
         """Boot `boot` reconciled and serves; `degraded` is what its report said."""
         self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))
+
+    def on_claim(self, boot_id: str, delivery: RunDelivery | None) -> None:
+        """As a claim commits (before the claimant hears of it)."""
+        key = delivery.key if delivery is not None else "?"
+        self._guarded(lambda: self.mutation_checks.claim_committed(boot_id, key))
 
     def on_publish(self, key: str, run_id: UUID, seq: int) -> None:
         """As a publisher issues a broker publish (before it lands)."""

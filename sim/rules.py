@@ -243,6 +243,13 @@ RULES: tuple[Rule, ...] = (
          "a zero bill",
          ("usage_never_fabricated",), ("leased_jobs",),
          (_b("usage_zero_when_unknown", "leased_jobs", 1),)),
+    Rule("mutation.claim_gate", S000, "Cancellation, mutation, and recovery",
+         "a runtime mutation closes the pre-claim gate and waits for every hop past it "
+         "(claiming or claimed) to finish before it proceeds, then reopens the gate; its "
+         "drain gives up only while such a hop still runs",
+         ("mutation_quiesced", "drain_honest"), ("runtime_mutation",),
+         (_b("gate_never_closes", "runtime_mutation", 1),
+          _b("claim_outside_drain", "runtime_mutation", 2))),
     # -- rules only real processes show ---------------------------------------------------------
     Rule("shutdown.order", S000, "Cancellation, mutation, and recovery",
          "shutdown stops relays and every worker before shared pools close; a worker stop "
@@ -260,15 +267,6 @@ RULES: tuple[Rule, ...] = (
                      "test_sigterm_drains_for_at_most_ten_seconds_and_the_lease_stays_recoverable",
                      "tests/unit/test_jobs_cli.py::"
                      "test_a_stop_lets_the_attempt_in_flight_finish_and_claims_no_more")),
-    Rule("mutation.claim_gate", S000, "Cancellation, mutation, and recovery",
-         "a runtime mutation closes the pre-claim gate and waits for claimed hops to drain "
-         "before it proceeds, then reopens the gate",
-         unobservable="no scenario drives runtime mutation; the gate is a process-local "
-                      "primitive with no durable record for the checker to read",
-         covered_by=("tests/unit/test_mutation.py::"
-                     "test_pause_waits_for_hops_in_flight_and_holds_new_claims",
-                     "tests/unit/test_mutation.py::"
-                     "test_pause_reopens_the_gate_after_a_drain_timeout")),
 )
 
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}

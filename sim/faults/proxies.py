@@ -123,6 +123,8 @@ class SimLedger(_Guarded):
         self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None
     ) -> T:
         attempt = retry_checks.attempt_began()  # the retry invariants time every attempt
+        if name == "claim_delivery":
+            self.world.checker.mutation_checks.claim_began()
         try:
             return await self._attempt(name, write, op, run_id)
         except LedgerUnavailable:
@@ -153,6 +155,8 @@ class SimLedger(_Guarded):
         result = await self._guard(op)
         if write:
             self.world.after_transaction(name)
+        if name == "claim_delivery" and getattr(result, "claimed", False):
+            self.world.checker.on_claim(self.boot.id, getattr(result, "delivery", None))
         if fault is FaultKind.LEDGER_AMBIGUOUS:
             raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
         return result
@@ -320,6 +324,8 @@ class SimBroker(_Guarded):
         await self._guard(lambda: self.inner.touch(key))
 
     async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
+        handler = self.world.checker.mutation_checks.watch_hop(self.boot.id, handler)
+
         async def deliver(run_id: UUID, seq: int) -> object:
             fault, _ = self._fire("broker.deliver", DELIVER)
             if fault is not FaultKind.DUPLICATE_DELIVERY:

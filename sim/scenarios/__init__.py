@@ -59,6 +59,7 @@ def _load_builtin() -> None:
         basic,
         events,
         leased_jobs,
+        mutations,
         restarts,
         service,
         waits,

@@ -83,3 +83,37 @@ async def test_pause_reopens_the_gate_when_the_mutation_fails() -> None:
 
 def test_broadcast_soft_stop_is_a_no_op() -> None:
     assert broadcast_soft_stop() is None
+
+
+async def test_a_claim_still_in_flight_holds_the_mutation_until_it_lands() -> None:
+    """Found by mutation_quiesced (runtime_mutation, swarm seed 90): a hop past the
+    gate whose claim commit was slow did not count, so the change began and the
+    claim committed under it. A hop now counts from the gate on."""
+    w = make_world()
+    run = (await w.engine.submit(Intent(pattern="echo"))).run.id
+    claiming, land = anyio.Event(), anyio.Event()
+    claim = w.ledger.claim_delivery
+
+    async def slow_claim(*args: Any) -> Any:
+        claiming.set()
+        await land.wait()
+        return await claim(*args)
+
+    w.ledger.claim_delivery = slow_claim  # type: ignore[method-assign]
+    order: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(w.worker.perform_run, run, 0)
+        await claiming.wait()
+        assert w.worker.in_flight == 1
+
+        async def mutate() -> None:
+            async with pause_queues(w.worker, drain_timeout_s=5):
+                order.append("mutation")
+
+        tg.start_soon(mutate)
+        await anyio.sleep(0.3)
+        assert order == []
+        order.append("claim lands")
+        land.set()
+    assert order == ["claim lands", "mutation"]
+    assert w.ledger.run_table[run].status is RunStatus.DONE
