@@ -384,6 +384,11 @@ class JobInfo(BaseModel):
     started_at: float | None = None
     touched_at: float | None = None
     error: str | None = None
+    boot_id: str | None = None
+    """The boot whose worker dequeued the job, stamped in the dequeue's own
+    write (issue 15, M11): None while it waits queued, or for a job taken by a
+    worker that stamps nothing. Recovery tells a live peer's freshly dequeued
+    job from a dead boot's stranded one by it."""
 
 
 HopHandler = Callable[[UUID, int], Awaitable[object]]
@@ -413,8 +418,21 @@ class Broker(Protocol):
         """Refresh the heartbeat of a running job."""
         ...
 
-    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
-        """Consume `queue` until cancelled, at most `concurrency` hops at once."""
+    async def retire(self, key: str, reason: str) -> JobInfo | None:
+        """End a job whose worker is known dead as ABORTED now, with `reason`.
+
+        For recovery only, once the job's `boot_id` names a boot whose lease
+        lapsed: nobody will ever finish its active or aborting job, so waiting
+        for the broker's heartbeat sweep would only delay the Run (issue 15,
+        M11). A queued job is aborted as `abort` does; a finished one is left
+        as it is. Returns the job as observed after the call."""
+        ...
+
+    async def serve(
+        self, queue: str, handler: HopHandler, concurrency: int, *, boot_id: str | None = None
+    ) -> None:
+        """Consume `queue` until cancelled, at most `concurrency` hops at once;
+        every job dequeued is stamped with `boot_id` (JobInfo.boot_id)."""
         ...
 
 

@@ -14,6 +14,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 from uuid import UUID
 
@@ -202,5 +203,6 @@ class Lanes:
         async with anyio.create_task_group() as tg:
             for queue in QUEUES:
                 tg.start_soon(
-                    broker.serve, queue, self.worker.perform_run, self.concurrency.get(queue, 1)
+                    partial(broker.serve, boot_id=self.worker.deps.boot_id),
+                    queue, self.worker.perform_run, self.concurrency.get(queue, 1),
                 )

@@ -27,7 +27,7 @@ from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
-from runtime.errors import ClaimLost
+from runtime.errors import BrokerUnavailable, ClaimLost
 from runtime.events.errors import EventError
 from runtime.events.hop import HopEvents
 from runtime.events.model import EventKind
@@ -47,7 +47,7 @@ from runtime.models import (
 from runtime.publish_fence import LateJob
 from runtime.recovery import debts, deliveries, orphans
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
-from runtime.seams import Deps, Ledger
+from runtime.seams import Deps, JobInfo, JobStatus, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
@@ -228,6 +228,18 @@ async def _two_boots_write_orphan_evidence(
         tg.start_soon(write_or_owe, peer, run, debt)
 
 
+async def _wait_for_sweep(
+    self: DeliveryRecovery, run: Run, delivery: RunDelivery, job: JobInfo
+) -> DeliveryVerdict:
+    """Recovery as it was before issue 15's item 3: a dead boot's dequeued, never
+    claimed job is only aborted, and the Run waits for the broker's heartbeat sweep
+    to end it (an aborting job is left as it is)."""
+    if job.status is JobStatus.ACTIVE:
+        with suppress(BrokerUnavailable):
+            await self.engine.deps.broker.abort(delivery.key, "fenced: pre-boot generation")
+    return DeliveryVerdict.FENCING
+
+
 UNGUARDED_LEDGER = (MemoryLedger, "_terminal_step", _no_terminal_guard)
 """The ledger guard removed too: a caller-side break of terminal evidence is only
 visible while the ledger would otherwise refuse its second Step."""
@@ -306,6 +318,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     # spends its whole budget in a burst (caught by retry_backoff).
     "lazy_ledger_retry": (retry, "BASE_DELAY_S", 0.0),
     "second_terminal_step_written": UNGUARDED_LEDGER,
+    "redelivery_waits_for_sweep": (DeliveryRecovery, "redeliver_stranded", _wait_for_sweep),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 

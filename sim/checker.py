@@ -632,6 +632,10 @@ class Checker:
         """As boot `boot` sends an abort for hop job `key` (before it applies)."""
         self._guarded(lambda: self.startup_checks.on_abort(boot, key))
 
+    def on_swept(self, boot: int, key: str) -> None:
+        """Boot `boot`'s broker sweep has just ended hop job `key` as aborted."""
+        self._guarded(lambda: self.startup_checks.on_swept(boot, key))
+
     def on_startup_done(self, boot: int, degraded: bool) -> None:
         """Boot `boot` reconciled and serves; `degraded` is what its report said."""
         self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))

@@ -205,6 +205,12 @@ RULES: tuple[Rule, ...] = (
          "is never passed as clean: the pass degrades and the strict profile refuses",
          ("startup_degrades_honestly",), ("degraded_startup",),
          (_b("mismatch_passed_clean", "degraded_startup", 1),)),
+    Rule("relays.stranded_job_redelivered", S000, "Cancellation, mutation, and recovery",
+         "a hop job a dead boot dequeued and never claimed is retired and its Run rotated to "
+         "a fresh sequence by the next startup or relay, never left for the broker's "
+         "heartbeat sweep; a live peer boot's dequeued job is never aborted (issue 15, M11)",
+         ("redelivered_promptly", "fenced_before_rotation"), ("degraded_startup",),
+         (_b("redelivery_waits_for_sweep", "degraded_startup", 1),)),
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",

@@ -13,7 +13,11 @@ the proxies report each one here as it is injected. Two rules follow:
 - `startup_degrades_honestly`: a startup that saw such a doubt about a Run
   that is still QUEUED at that sequence (the job still active, the row still
   truly PENDING or PUBLISHED) reports itself degraded; the strict profile
-  then refuses to serve instead of reporting ready.
+  then refuses to serve instead of reporting ready;
+- `redelivered_promptly` (issue 15, M11): a hop job that a boot dequeued
+  and died holding, its Run never claimed, is retired and re-delivered by a
+  later boot; the broker's heartbeat sweep ending it under a boot that has
+  served for a while means recovery waited minutes for nothing.
 
 Like the rest of the checker these read only durable records, the broker's
 own books and what the fault proxies injected; violations go through
@@ -23,6 +27,7 @@ own books and what the fault proxies injected; violations go through
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runtime.keys import parse_hop_key
@@ -31,6 +36,10 @@ from runtime.seams import JobStatus
 
 if TYPE_CHECKING:
     from sim.checker import Checker
+
+PROMPT_S = 30.0
+"""Serving time within which a boot must have re-delivered a stranded job: its
+startup and several relay passes (every 5 s), far below the 120 s heartbeat."""
 
 INVARIANTS = (
     ("live_hop_not_fenced", "a boot that saw a hop job active without a start time never "
@@ -42,6 +51,11 @@ INVARIANTS = (
      "strict profile refuses) while that Run still waits QUEUED at that sequence",
      "seed 000 'Cancellation, mutation, and recovery' (missing or mismatched delivery truth "
      "makes the pass degraded; PostgreSQL startup aborts when degraded)"),
+    ("redelivered_promptly", "a hop job a dead boot dequeued and never claimed is re-delivered "
+     "by a later boot's startup or relay: the broker's heartbeat sweep never has to end it "
+     f"while its Run waits QUEUED and a boot has served for {PROMPT_S:g} s",
+     "issue 15, M11 item 3 (no wait for SAQ's sweep); seed 000 'Cancellation, mutation, "
+     "and recovery' (exact-key rules)"),
 )
 
 
@@ -52,6 +66,8 @@ class StartupChecks:
     """Per boot number: hop keys whose job it saw active without a start time."""
     drifted: dict[int, set[str]] = field(default_factory=dict)
     """Per boot number: hop keys whose delivery row it read out of step with the Run."""
+    ready_at: dict[int, datetime] = field(default_factory=dict)
+    """Per boot number: when it finished startup and began to serve."""
 
     def on_start_unrecorded(self, boot: int, key: str) -> None:
         self.unrecorded.setdefault(boot, set()).add(key)
@@ -66,8 +82,24 @@ class StartupChecks:
                               "whose start time it never saw, its Run still QUEUED",
                               boot=boot, key=key)
 
+    def on_swept(self, boot: int, key: str) -> None:
+        """redelivered_promptly, as boot `boot`'s broker sweep ended hop job `key`."""
+        job = self.checker.world.broker.jobs.get(key)
+        ready = self.ready_at.get(boot)
+        if job is None or job.info.boot_id is None or ready is None or not self._queued_at(key):
+            return
+        taker = next((b for b in self.checker.world.boots if b.id == job.info.boot_id), None)
+        if taker is None or taker.alive:
+            return
+        served = (self.checker.world.clock.now() - ready).total_seconds()
+        if served >= PROMPT_S:
+            self.checker.fail("redelivered_promptly", f"hop job {key}, dequeued by dead "
+                              f"{job.info.boot_id} and never claimed, was left for the sweep: "
+                              f"boot {boot} had served {served:g} s", boot=boot, key=key)
+
     def on_startup_done(self, boot: int, degraded: bool) -> None:
         """startup_degrades_honestly, once boot `boot` finished reconciling and serves."""
+        self.ready_at[boot] = self.checker.world.clock.now()
         if degraded:
             return
         jobs = sorted(k for k in self.unrecorded.get(boot, ()) if self._job_doubt_stands(k))

@@ -12,6 +12,12 @@ current delivery it decides, from durable truth only:
 - job active without a trustworthy start time (missing, not a positive
   finite instant): UNTRUSTED_START, the pass is degraded and the job is left
   alone, for it cannot be proved to belong to an earlier boot;
+- job active or aborting and stamped with the boot whose worker dequeued it
+  (issue 15, M11): this boot's is retained; a live peer's (its lease not
+  expired, or this boot not yet steady enough to judge) is left alone,
+  never aborted, for that peer is about to claim it; a dead boot's is
+  retired at once (no worker will ever finish it, and SAQ's heartbeat sweep
+  would take minutes) and the Run rotated to a fresh sequence and published;
 - job queued, or active and started in this boot: retained (and a missed
   acknowledgement is recorded);
 - job active or aborting from a previous boot: fenced by abort, re-probed,
@@ -31,7 +37,7 @@ from datetime import datetime
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
-from runtime.seams import JobStatus
+from runtime.seams import JobInfo, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,7 @@ class DeliveryVerdict(enum.StrEnum):
     CORRUPT = "corrupt"
     MISMATCHED = "mismatched"
     UNTRUSTED_START = "untrusted_start"
+    LIVE_ELSEWHERE = "live_elsewhere"
 
     @property
     def degraded(self) -> bool:
@@ -59,10 +66,16 @@ DEGRADED_VERDICTS = frozenset(
 )
 
 
+STRANDED = "retired: dequeued by a boot that died before claiming it"
+
+
 @dataclass(frozen=True)
 class DeliveryRecovery:
     engine: RunEngine
     boot_cutoff: datetime
+    may_fence_others: bool = True
+    """False while this boot cannot yet judge other boots dead by their leases
+    (runtime.recovery.boot_lease): their dequeued jobs are left for later."""
 
     async def recover(self, run: Run) -> DeliveryVerdict:
         deps = self.engine.deps
@@ -81,6 +94,8 @@ class DeliveryRecovery:
             log.error("job %s is active without a trustworthy start time (%r): left alone",
                       delivery.key, job.started_at)
             return DeliveryVerdict.UNTRUSTED_START
+        if job.boot_id is not None and job.status in (JobStatus.ACTIVE, JobStatus.ABORTING):
+            return await self._dequeued(run, delivery, job)
         if job.status.live and not self._pre_boot_active(job.status, job.started_at):
             if delivery.state is DeliveryState.PENDING:
                 await deps.ledger.mark_published(run.id, run.seq, deps.clock.now())
@@ -94,6 +109,37 @@ class DeliveryRecovery:
                 return DeliveryVerdict.FENCING  # re-probed on the next pass
             if fenced is None or not fenced.status.finished:
                 return DeliveryVerdict.FENCING
+        return await self._rotate(run)
+
+    async def _dequeued(self, run: Run, delivery: RunDelivery, job: JobInfo) -> DeliveryVerdict:
+        """A job a worker took for this QUEUED Run, stamped with that worker's boot."""
+        deps = self.engine.deps
+        assert job.boot_id is not None
+        mine = job.boot_id == deps.boot_id
+        if mine or not self.may_fence_others \
+                or await deps.ledger.boot_alive(job.boot_id, deps.clock.now()):
+            if delivery.state is DeliveryState.PENDING:
+                await deps.ledger.mark_published(run.id, run.seq, deps.clock.now())
+            return DeliveryVerdict.RETAINED if mine else DeliveryVerdict.LIVE_ELSEWHERE
+        return await self.redeliver_stranded(run, delivery, job)
+
+    async def redeliver_stranded(
+        self, run: Run, delivery: RunDelivery, job: JobInfo
+    ) -> DeliveryVerdict:
+        """A dead boot's dequeued, never claimed job: retire it now, then rotate
+        the Run to a fresh sequence and publish that (a finished key is never
+        published again). A retire that is not acknowledged is retried next pass."""
+        deps = self.engine.deps
+        try:
+            retired = await deps.broker.retire(delivery.key, STRANDED)
+        except BrokerUnavailable:
+            return DeliveryVerdict.FENCING
+        if retired is not None and not retired.status.finished:
+            return DeliveryVerdict.FENCING
+        return await self._rotate(run)
+
+    async def _rotate(self, run: Run) -> DeliveryVerdict:
+        deps = self.engine.deps
         rotated = await deps.ledger.rotate_delivery(run.id, run.seq, deps.clock.now())
         if rotated is None:
             return DeliveryVerdict.SETTLED_ELSEWHERE

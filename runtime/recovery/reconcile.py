@@ -104,7 +104,7 @@ async def reconcile_runs(
     async for run in all_runs(deps.ledger, (RunStatus.AWAITING_SERVICE,)):
         if await refresh_service(engine, run):
             report.refired.append(run.id)
-    recovery = DeliveryRecovery(engine, boot_cutoff)
+    recovery = DeliveryRecovery(engine, boot_cutoff, may_fence_others=may_fence_others)
     async for run in all_runs(deps.ledger, (RunStatus.QUEUED,)):
         outcome = await recovery.recover(run)
         report.deliveries.setdefault(outcome, []).append(run.id)

@@ -68,7 +68,8 @@ class Relays:
 
     async def pass_once(self) -> None:
         """One bounded pass: per status, one revisit page and one forward page."""
-        recovery = DeliveryRecovery(self.engine, self.boot_cutoff)
+        recovery = DeliveryRecovery(self.engine, self.boot_cutoff,
+                                    may_fence_others=self.lease is None or self.lease.steady())
         await self._step(RunStatus.CANCELLING, self._cancel)
         await self._step(RunStatus.RUNNING, self._orphan)
         await self._step(RunStatus.AWAITING_HARDWARE, self._orphan)
@@ -122,8 +123,10 @@ class Relays:
     @staticmethod
     async def _delivery(recovery: DeliveryRecovery, run: Run) -> bool:
         verdict = await recovery.recover(run)
+        # A live peer's dequeued job is revisited: it becomes ours if that boot dies.
         return not verdict.degraded and verdict not in (DeliveryVerdict.FENCING,
-                                                        DeliveryVerdict.HELD_REFUSED)
+                                                        DeliveryVerdict.HELD_REFUSED,
+                                                        DeliveryVerdict.LIVE_ELSEWHERE)
 
     async def _pay_cleanup(self) -> None:
         """Retry deleting the checkpoints of terminal Runs that are still owed."""

@@ -323,7 +323,17 @@ class SimBroker(_Guarded):
     async def touch(self, key: str) -> None:
         await self._guard(lambda: self.inner.touch(key))
 
-    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
+    async def retire(self, key: str, reason: str) -> JobInfo | None:
+        self.boot.check_alive()
+        self.world.checker.on_abort(self.boot.number, key)  # a fence, like an abort
+        info = await self._guard(lambda: self.inner.retire(key, reason))
+        self.world.trace.emit("broker", "job.retired", key=key,
+                              status=info.status if info else None)
+        return info
+
+    async def serve(
+        self, queue: str, handler: HopHandler, concurrency: int, *, boot_id: str | None = None
+    ) -> None:
         handler = self.world.checker.mutation_checks.watch_hop(self.boot.id, handler)
 
         async def deliver(run_id: UUID, seq: int) -> object:
@@ -338,12 +348,12 @@ class SimBroker(_Guarded):
                 tg.start_soon(once)
             return None
 
-        await serve_queue(self, queue, deliver, concurrency)
+        await serve_queue(self, queue, deliver, concurrency, boot_id=boot_id)
 
     # -- primitives for serve_queue ---------------------------------------------
 
-    async def dequeue(self, queue: str) -> JobInfo | None:
-        job = await self._guard(lambda: self.inner.dequeue(queue))
+    async def dequeue(self, queue: str, boot_id: str | None = None) -> JobInfo | None:
+        job = await self._guard(lambda: self.inner.dequeue(queue, boot_id))
         if job is not None:
             self.world.trace.emit("broker", "job.dequeued", key=job.key)
         return job
@@ -355,6 +365,7 @@ class SimBroker(_Guarded):
         swept = await self._guard(lambda: self.inner.sweep(queue))
         for key in swept:
             self.world.trace.emit("broker", "job.swept", key=key)
+            self.world.checker.on_swept(self.boot.number, key)
         return swept
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:

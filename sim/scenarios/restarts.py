@@ -115,8 +115,8 @@ def _die_holding_jobs(world: World, deaths: int) -> None:
     rng = world.streams.actors
     left = [deaths]
 
-    async def dequeue_then_die(queue: str) -> JobInfo | None:
-        job = await dequeue(queue)
+    async def dequeue_then_die(queue: str, boot_id: str | None = None) -> JobInfo | None:
+        job = await dequeue(queue, boot_id)
         boot = world.live_boot
         if job is not None and boot is not None and left[0] > 0 \
                 and not world.injector.healed and rng.random() < 0.2:

@@ -62,11 +62,13 @@ class BrokerImpl:
         broker: Broker = self.broker
         return broker
 
-    async def dequeue(self, queue: str) -> JobInfo | None:
+    async def dequeue(self, queue: str, boot_id: str | None = None) -> JobInfo | None:
+        """Take the next job as a worker of `boot_id` would, and leave it unclaimed."""
         if self.name == "memory":
-            job: JobInfo | None = await self.broker.dequeue(queue)
+            job: JobInfo | None = await self.broker.dequeue(queue, boot_id)
             return job
-        return await self.broker.dequeue(queue, timeout_s=0.05)  # type: ignore[no-any-return]
+        return await self.broker.dequeue(  # type: ignore[no-any-return]
+            queue, timeout_s=0.05, boot_id=boot_id)
 
     async def sweep(self, queue: str) -> list[str]:
         if self.name == "memory":

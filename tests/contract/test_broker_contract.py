@@ -269,3 +269,39 @@ async def test_serve_leaves_the_process_signal_handlers_alone(broker: BrokerImpl
         tg.cancel_scope.cancel()
     assert during == before
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+# -- several Vessels on one database (issue 15, M11) ----------------------------------------
+
+
+async def test_a_dequeue_stamps_the_job_with_the_workers_boot(broker: BrokerImpl) -> None:
+    stamped, plain = new_key()[0], new_key()[0]
+    assert await put(broker, stamped, priority=1) and await put(broker, plain, priority=2)
+    assert (await broker.seam.probe(stamped)).boot_id is None  # type: ignore[union-attr]
+    taken = await broker.dequeue("runs", boot_id="boot-a")
+    assert taken is not None and (taken.key, taken.boot_id) == (stamped, "boot-a")
+    untouched = await broker.dequeue("runs")
+    assert untouched is not None and (untouched.key, untouched.boot_id) == (plain, None)
+    await broker.seam.touch(stamped)
+    aborting = await broker.seam.abort(stamped, "stop")
+    assert aborting is not None and (aborting.status, aborting.boot_id) == (
+        JobStatus.ABORTING, "boot-a")  # the stamp stays with the job
+
+
+async def test_retire_ends_a_dead_workers_job_as_aborted_at_once(broker: BrokerImpl) -> None:
+    queued, active, aborting, done = (new_key()[0] for _ in range(4))
+    for i, key in enumerate((active, aborting, done, queued)):
+        assert await put(broker, key, priority=i + 1)
+    for _ in range(3):
+        assert await broker.dequeue("runs", boot_id="boot-dead") is not None
+    await broker.seam.abort(aborting, "stop")
+    finished = await broker.seam.retire(done, "first")
+    assert finished is not None and finished.status is JobStatus.ABORTED
+    for key in (active, aborting, queued):
+        info = await broker.seam.retire(key, "retired: its boot died")
+        assert info is not None and info.status is JobStatus.ABORTED, (key, info)
+        assert info.error == "retired: its boot died"
+    again = await broker.seam.retire(done, "second")
+    assert again is not None and (again.status, again.error) == (JobStatus.ABORTED, "first")
+    assert await broker.seam.retire(new_key()[0], "none") is None
+    assert await put(broker, active, priority=1) is False  # a retired key is never reused

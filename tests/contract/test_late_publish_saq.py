@@ -61,8 +61,12 @@ class InFlightSaq:
     async def touch(self, key: str) -> None:
         await self.saq.touch(key)
 
-    async def serve(self, queue: str, handler: Any, concurrency: int) -> None:
-        await self.saq.serve(queue, handler, concurrency)
+    async def retire(self, key: str, reason: str) -> JobInfo | None:
+        return await self.saq.retire(key, reason)
+
+    async def serve(self, queue: str, handler: Any, concurrency: int, *,
+                    boot_id: str | None = None) -> None:
+        await self.saq.serve(queue, handler, concurrency, boot_id=boot_id)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from uuid import UUID, uuid4
 
 import anyio
@@ -284,3 +285,22 @@ async def test_queue_teardown_defers_a_task_cancel_until_every_pool_was_closed(
             if not queue.pool.closed:
                 await queue.pool.close()
     assert {name: q.pool.closed for name, q in queues.items()} == {"runs": True, "rites": True}
+
+
+async def test_a_served_worker_stamps_its_boot_on_the_job_it_runs(saq: SaqBroker) -> None:
+    """Issue 15, M11: the job a boot's SAQ worker dequeues names that boot, from
+    the dequeue's own write on (recovery tells a live peer's job by it)."""
+    started = anyio.Event()
+
+    async def handler(rid: UUID, seq: int) -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(saq.serve, boot_id="boot-served"), "runs", handler, 1)
+        key = await publish(saq)
+        with anyio.fail_after(10):
+            await started.wait()
+        info = await saq.probe(key)
+        tg.cancel_scope.cancel()
+    assert info is not None and (info.status, info.boot_id) == (JobStatus.ACTIVE, "boot-served")

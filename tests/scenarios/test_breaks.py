@@ -288,3 +288,15 @@ def test_a_ledger_that_takes_a_second_terminal_step_is_caught() -> None:
         orphans.write_or_owe = original
     assert raced.ok, raced.violation
     assert run_simulation(seed, "crashloop", "swarm").ok
+
+
+def test_a_recovery_that_waits_for_the_sweep_is_caught() -> None:
+    """redelivery_waits_for_sweep (issue 15, M11 item 3): a dead boot's dequeued,
+    never claimed job is only aborted and its Run waits minutes for the broker's
+    heartbeat sweep. degraded_startup kills boots right after a dequeue."""
+    seed, _, message = _first_violation("degraded_startup", "redelivery_waits_for_sweep",
+                                        range(1, 20), "redelivered_promptly")
+    assert "never claimed, was left for the sweep" in message
+    fixed = run_simulation(seed, "degraded_startup", "swarm")
+    assert fixed.ok, fixed.violation
+    assert any('"job.retired"' in line for line in fixed.trace_lines)  # the path was taken

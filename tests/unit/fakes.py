@@ -164,10 +164,15 @@ class SpyBroker:
             self.on_touch(key)
         await self.inner.touch(key)
 
-    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
+    async def retire(self, key: str, reason: str) -> JobInfo | None:
+        return await self.inner.retire(key, reason)
+
+    async def serve(
+        self, queue: str, handler: HopHandler, concurrency: int, *, boot_id: str | None = None
+    ) -> None:
         from runtime.adapters.memory.broker import serve_queue
 
-        await serve_queue(self.inner, queue, handler, concurrency)
+        await serve_queue(self.inner, queue, handler, concurrency, boot_id=boot_id)
 
 
 @dataclass

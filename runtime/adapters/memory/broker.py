@@ -13,7 +13,9 @@ What it reproduces of SAQ's PostgreSQL queue (NOTES-dependencies.md):
 - a running job is touched by its hop; a sweep every 60 s aborts active or
   aborting jobs untouched for longer than their heartbeat (error "swept"),
   and a hop still running for a swept job is cancelled by its worker;
-- retries=0: a swept or failed job is never re-queued.
+- retries=0: a swept or failed job is never re-queued;
+- a dequeue stamps the job with the serving worker's boot (JobInfo.boot_id),
+  and `retire` ends a dead boot's job as aborted at once (issue 15, M11).
 
 `serve_queue` is written against `BrokerOps`, the broker's primitive
 operations, so a simulator proxy can run the same loop over its own guarded
@@ -43,7 +45,7 @@ SWEPT = "swept"
 class BrokerOps(Protocol):
     """Primitive broker operations the serve loop is built on."""
 
-    async def dequeue(self, queue: str) -> JobInfo | None: ...
+    async def dequeue(self, queue: str, boot_id: str | None = None) -> JobInfo | None: ...
 
     async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None: ...
 
@@ -120,12 +122,23 @@ class MemoryBroker:
         if job is not None and job.info.status is JobStatus.ACTIVE:
             self._set(job, touched_at=self._now())
 
-    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
-        await serve_queue(self, queue, handler, concurrency)
+    async def retire(self, key: str, reason: str) -> JobInfo | None:
+        await enter()
+        job = self.jobs.get(key)
+        if job is None:
+            return None
+        if not job.info.status.finished:
+            self._set(job, status=JobStatus.ABORTED, error=reason)
+        return job.info
+
+    async def serve(
+        self, queue: str, handler: HopHandler, concurrency: int, *, boot_id: str | None = None
+    ) -> None:
+        await serve_queue(self, queue, handler, concurrency, boot_id=boot_id)
 
     # -- primitives ------------------------------------------------------------
 
-    async def dequeue(self, queue: str) -> JobInfo | None:
+    async def dequeue(self, queue: str, boot_id: str | None = None) -> JobInfo | None:
         await enter()
         now = self._now()
         ready = [
@@ -135,7 +148,7 @@ class MemoryBroker:
         if not ready:
             return None
         job = min(ready, key=lambda j: (j.info.priority, j.order))
-        self._set(job, status=JobStatus.ACTIVE, started_at=now, touched_at=now)
+        self._set(job, status=JobStatus.ACTIVE, started_at=now, touched_at=now, boot_id=boot_id)
         return job.info
 
     async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None:
@@ -196,8 +209,11 @@ async def serve_queue(
     handler: HopHandler,
     concurrency: int,
     now: Callable[[], float] = anyio.current_time,
+    *,
+    boot_id: str | None = None,
 ) -> None:
-    """Consume `queue` until cancelled, at most `concurrency` hops at once."""
+    """Consume `queue` until cancelled, at most `concurrency` hops at once,
+    stamping each job dequeued with `boot_id`."""
     limiter = anyio.Semaphore(concurrency)
     next_sweep = now()
     async with anyio.create_task_group() as tg:
@@ -206,7 +222,7 @@ async def serve_queue(
                 await ops.sweep(queue)
                 next_sweep = now() + SWEEP_EVERY_S
             await limiter.acquire()
-            job = await ops.dequeue(queue)
+            job = await ops.dequeue(queue, boot_id)
             if job is None:
                 limiter.release()
                 await ops.wait_for_work(queue, max(0.0, next_sweep - now()))

@@ -20,6 +20,8 @@ What this adapter guarantees (and `MemoryBroker` models):
   heartbeat) and only the worker running it cancels the hop; a finished
   job is left as it is, so an abort never makes a finished hop look live;
 - touch refreshes the heartbeat of an active job only;
+- a job dequeued by a served worker carries its boot (`VesselQueue`), and
+  retire ends a dead boot's active or aborting job as aborted at once;
 - database errors surface as `BrokerUnavailable`;
 - `serve` runs an in-process SAQ worker until cancelled and then proves
   its tasks ended (`runtime.adapters.saq.worker`).
@@ -50,7 +52,7 @@ from saq.queue.postgres import JOBS_TABLE
 from saq.queue.postgres_migrations import get_migrations
 from saq.types import Context, PartialTimersDict
 
-from runtime.adapters.saq.queue import VesselQueue
+from runtime.adapters.saq.queue import BOOT_META, VesselQueue
 from runtime.adapters.saq.teardown import disconnect_in_reverse
 from runtime.adapters.saq.worker import (
     InProcessWorker,
@@ -305,7 +307,27 @@ class SaqBroker:
                 assert job is not None
                 await owner.update(job, connection=conn)
 
-    async def serve(self, queue: str, handler: HopHandler, concurrency: int) -> None:
+    async def retire(self, key: str, reason: str) -> JobInfo | None:
+        """Queued, active or aborting -> aborted now (the job's worker is dead)."""
+        q = self._any_queue()
+        with _unavailable("retire", key):
+            async with q.pool.connection() as conn, conn.transaction():
+                row = await self._select(conn, q, key, lock=True)
+                if row is None:
+                    return None
+                status = Status(row[1])
+                if status in (Status.QUEUED, Status.ACTIVE, Status.ABORTING, Status.NEW):
+                    owner = self._owner(row)
+                    job = owner.deserialize(row[0], status)
+                    assert job is not None
+                    await owner.finish(job, Status.ABORTED, error=reason, connection=conn)
+                row = await self._select(conn, q, key, lock=False)
+        assert row is not None
+        return _job_info(key, row)
+
+    async def serve(
+        self, queue: str, handler: HopHandler, concurrency: int, *, boot_id: str | None = None
+    ) -> None:
         """Run an in-process SAQ worker on `queue` until cancelled.
 
         At most `concurrency` hops run at once. On cancellation the worker
@@ -317,6 +339,7 @@ class SaqBroker:
         q = self.queue(queue)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        q.dequeuing_boot = boot_id
         hops: set[asyncio.Task[Any]] = set()
 
         async def perform_run(ctx: Context, *, run_id: str, seq: int) -> object:
@@ -388,15 +411,22 @@ class SaqBroker:
         with _unavailable("sweep", queue):
             return await q.sweep(abort=abort_wait_s)
 
-    async def dequeue(self, queue: str, timeout_s: float = 0.1) -> JobInfo | None:
-        """Take the next job of `queue` without running it (it stays active, untouched).
+    async def dequeue(
+        self, queue: str, timeout_s: float = 0.1, boot_id: str | None = None
+    ) -> JobInfo | None:
+        """Take the next job of `queue` without running it (it stays active, untouched),
+        stamped with `boot_id` when given.
 
         For tests and diagnostics: it is what a worker that died right after
         dequeueing leaves behind.
         """
         q = self.queue(queue)
-        with _unavailable("dequeue", queue):
-            job = await q.dequeue(timeout=timeout_s, poll_interval=min(0.05, timeout_s))
+        serving, q.dequeuing_boot = q.dequeuing_boot, boot_id
+        try:
+            with _unavailable("dequeue", queue):
+                job = await q.dequeue(timeout=timeout_s, poll_interval=min(0.05, timeout_s))
+        finally:
+            q.dequeuing_boot = serving
         if job is None:
             return None
         return await self.probe(job.key)
@@ -506,6 +536,7 @@ def _job_info(key: str, row: tuple[bytes, str, str]) -> JobInfo:
         started_at=_seconds(blob.get("started")),
         touched_at=_seconds(blob.get("touched")),
         error=blob.get("error"),
+        boot_id=(blob.get("meta") or {}).get(BOOT_META),
     )
 
 

@@ -13,6 +13,11 @@ required by seed 000_81a5c720b14d934a.txt:
   stored one. The facade's insert never replaces an existing row, whatever
   its status, so a key names one job for as long as its row exists.
 
+- Several Vessels on one database (issue 15, M11): a queue served by a boot
+  stamps each job it makes active with that boot's id (`job.meta["boot"]`),
+  in the very write that dequeues it, so recovery can tell a live peer's
+  freshly dequeued job from a dead boot's stranded one.
+
 Everything else (dequeue order, abort, sweep, job updates) is SAQ's own code
 on SAQ's own tables. This module is asyncio-only, like SAQ and psycopg.
 """
@@ -21,10 +26,11 @@ from __future__ import annotations
 
 import logging
 from textwrap import dedent
+from typing import Any
 
 import anyio
 from psycopg.sql import SQL
-from saq.job import Job
+from saq.job import Job, Status
 from saq.queue.postgres import ENQUEUE, PostgresQueue
 from saq.utils import now_seconds
 
@@ -42,8 +48,23 @@ _INSERT_ONCE = dedent(
 )
 
 
+BOOT_META = "boot"
+"""The job meta key holding the boot whose worker dequeued it."""
+
+
 class VesselQueue(PostgresQueue):
     """A SAQ PostgreSQL queue that never leaks a half-opened pool or reuses a key."""
+
+    dequeuing_boot: str | None = None
+    """The boot whose worker dequeues from this queue (set by `SaqBroker.serve`)."""
+
+    async def _update(self, job: Job, status: Status | None = None, **kwargs: Any) -> None:
+        """SAQ's update; a job written ACTIVE by this queue's boot carries its stamp.
+        SAQ's dequeue makes a job active through here, inside the dequeue's own
+        transaction, so no dequeued job is ever active without its boot."""
+        if self.dequeuing_boot is not None and status is Status.ACTIVE:
+            job.meta.setdefault(BOOT_META, self.dequeuing_boot)
+        await super()._update(job, status, **kwargs)
 
     @property
     def connected(self) -> bool:
