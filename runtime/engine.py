@@ -257,7 +257,9 @@ class RunEngine:
             with anyio.CancelScope(shield=True):  # the fence first, then the disconnect
                 await self._fence_late_job(delivery)
             raise
-        await self.deps.faults.point(faults.PUBLISH_SENT_BEFORE_ACK, run_id=delivery.run_id)
+        await self.deps.faults.point(
+            faults.PUBLISH_SENT_BEFORE_ACK, run_id=delivery.run_id, seq=delivery.seq
+        )
         ledger, now = self.deps.ledger, self.deps.clock.now
         try:
             marked = await self._ledger(

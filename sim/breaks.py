@@ -35,6 +35,7 @@ from runtime.events.repair import write_or_owe
 from runtime.hop import HopContext
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
+from runtime.keys import hop_key
 from runtime.models import (
     CheckpointRecord,
     Claim,
@@ -287,6 +288,20 @@ def _gate_stays_open(self: ClaimGate) -> None:
     """A pre-claim gate whose close does nothing: hops claim during a mutation."""
 
 
+async def _never_park(engine: RunEngine, run: Run) -> None:
+    """Orphan recovery that never looks for a pre-park window: a hop that died with
+    its checkpoint and owner row saved fails as lost instead of being parked (a
+    legal terminal state, so only crash_window_outcome notices)."""
+    return None
+
+
+def _next_hop_key(run_id: UUID, seq: int) -> str:
+    """Orphan recovery probing the next sequence's key (an off-by-one): it never
+    finds the dead boot's job, so it never fences it (caught by crash_window_outcome
+    at claim.committed)."""
+    return hop_key(run_id, seq + 1)
+
+
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
@@ -319,6 +334,8 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "lazy_ledger_retry": (retry, "BASE_DELAY_S", 0.0),
     "second_terminal_step_written": UNGUARDED_LEDGER,
     "redelivery_waits_for_sweep": (DeliveryRecovery, "redeliver_stranded", _wait_for_sweep),
+    "window_never_parked": (orphans, "_park_window", _never_park),
+    "orphan_job_left_active": (orphans, "hop_key", _next_hop_key),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 

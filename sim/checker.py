@@ -27,7 +27,12 @@ from runtime.service.models import ServiceState
 from sim import delivery_checks
 from sim.mutation_checks import INVARIANTS as MUTATION_INVARIANTS
 from sim.mutation_checks import MutationChecks
-from sim.outcome_checks import OUTCOME_INVARIANTS, OutcomeChecks
+from sim.outcome_checks import (
+    CRASH_WINDOW_INVARIANT,
+    OUTCOME_INVARIANTS,
+    OutcomeChecks,
+    WindowChecks,
+)
 from sim.retry_checks import INVARIANTS as RETRY_INVARIANTS
 from sim.retry_checks import RetryChecks
 from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
@@ -186,8 +191,8 @@ INVARIANTS: dict[str, Invariant] = {
 
 INVARIANTS.update(
     (name, Invariant(name, rule, source))
-    for name, rule, source in (*OUTCOME_INVARIANTS, *STARTUP_INVARIANTS, *RETRY_INVARIANTS,
-                                 *MUTATION_INVARIANTS)
+    for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
+                               *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS)
 )
 
 
@@ -229,6 +234,7 @@ class Checker:
         """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
         self.outcome_checks = OutcomeChecks(self)
+        self.window_checks = WindowChecks(self)
         self.startup_checks = StartupChecks(self)
         self.retry_checks = RetryChecks(self)
         self.mutation_checks = MutationChecks(self)
@@ -340,6 +346,7 @@ class Checker:
     def _run_changed(self, prev: Run | None, run: Run) -> None:
         if prev is None:
             return
+        self.window_checks.run_changed(run)
         if prev.status.terminal and prev != run:
             self.fail("terminal_is_final", f"terminal Run {run.id} changed",
                       before=_brief(prev), after=_brief(run))
@@ -650,6 +657,12 @@ class Checker:
         self._guarded(lambda: delivery_checks.publish_names_current_generation(
             self, key, run_id, seq))
 
+    def on_crash_point(self, point: str, boot: int, context: dict[str, Any]) -> None:
+        """A crash fired at catalogued `point` (in boot or process `boot`), the point's
+        own context (the Run, consent, job or attempt it names) given."""
+        if not self.violations:
+            self.window_checks.on_crash(point, boot, context)
+
     # -- effects ----------------------------------------------------------------
 
     def on_effect(self, identity: str, run_id: UUID, seq: int) -> None:
@@ -684,6 +697,7 @@ class Checker:
                 self._check_evidence()
                 self._check_cleanup()
                 self._check_no_live_job_after_terminal()
+                self.window_checks.final()
             self.job_checks.final(check_liveness)
             self.service_checks.final(check_liveness)
             self._app_checks(True)

@@ -141,6 +141,7 @@ class ProcessFaults:
             kinds = (*kinds, FaultKind.LATE_RESULT)
         fault, amount = proc.fire(name, kinds)
         if fault is FaultKind.CRASH:
+            proc.world.checker.on_crash_point(name, proc.number, context)
             proc.crash(f"crash at {name}")
             raise ProcessCrashed(proc.id)
         if fault is FaultKind.LATE_RESULT:

@@ -170,6 +170,17 @@ RULES: tuple[Rule, ...] = (
          "startup parks a pre-park window only for the checkpoint of that very Run and hop",
          ("prepark_binds_run",), ("misfiled_stasis",),
          (_b("prepark_any_run", "misfiled_stasis", 3),)),
+    Rule("startup.prepark_window_parked", S003, "Return makes a new claim",
+         "a hop that died with its checkpoint and owner row saved (consent.row_saved, "
+         "delegate.submitted) is parked on exactly that owner, never failed as lost "
+         "(DESIGN section 5: the designed outcome of each crash window)",
+         ("crash_window_outcome",), ("crashloop",),
+         (_b("window_never_parked", "crashloop", 1),)),
+    Rule("startup.orphan_job_fenced", S000, "Cancellation, mutation, and recovery",
+         "an orphan of a dead boot (claim.committed) fails as lost and its exact pre-boot "
+         "hop job is fenced, never left active at the broker",
+         ("crash_window_outcome",), ("crashloop",),
+         (_b("orphan_job_left_active", "crashloop", 3),)),
     Rule("claim.pinned_pattern", S003, "Return makes a new claim",
          "a hop runs the Pattern version pinned at admission; a failure names its real cause",
          ("failure_has_cause",), ("basic",), (_b("pin_misread", "basic", 1),)),

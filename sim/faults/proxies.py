@@ -401,6 +401,7 @@ class SimFaultPoints(_Guarded):
             raise AssertionError(f"fault point {name!r} is not catalogued in runtime.faults")
         fault, _ = self._fire(name, (FaultKind.CRASH,))
         if fault is FaultKind.CRASH:
+            self.world.checker.on_crash_point(name, self.boot.number, context)
             self.boot.crash(f"crash at {name}")
             raise ProcessCrashed(name)
         if name == CLAIM_COMMITTED:
