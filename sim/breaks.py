@@ -284,6 +284,19 @@ async def _counted_from_claim(self: Worker, run_id: UUID, seq: int) -> HopOutcom
         self.live_claims.discard(token)
 
 
+async def _reports_won(self: Worker, run_id: UUID, seq: int) -> HopOutcome:
+    """A hop that tells the broker it settled when it lost the claim (a duplicate or
+    stale delivery): caught by hop_outcome_truthful."""
+    outcome = await _ORIGINAL_PERFORM(self, run_id, seq)
+    return HopOutcome.SETTLED if outcome is HopOutcome.SKIPPED else outcome
+
+
+async def _park_raises(self: HopEvents, status: RunStatus) -> None:
+    """A park whose evidence raises out of the hop instead of being owed: the broker
+    sees the hop fail (caught by hop_ends_with_an_outcome)."""
+    raise RuntimeError(f"run.parked Step for {status.value} could not be staged")
+
+
 def _gate_stays_open(self: ClaimGate) -> None:
     """A pre-claim gate whose close does nothing: hops claim during a mutation."""
 
@@ -303,6 +316,7 @@ def _next_hop_key(run_id: UUID, seq: int) -> str:
 
 
 _ORIGINAL_EXECUTE = Worker._execute
+_ORIGINAL_PERFORM = Worker.perform_run
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
 _ORIGINAL_STAGE = MemoryJobStore.stage
 _ORIGINAL_ABSENT = service_attempts._absent
@@ -328,6 +342,8 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
+    "claim_reports_won": (Worker, "perform_run", _reports_won),
+    "park_escapes_hop": (HopEvents, "parked", _park_raises),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).

@@ -25,6 +25,8 @@ from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim import delivery_checks
+from sim.hop_checks import INVARIANTS as HOP_INVARIANTS
+from sim.hop_checks import HopChecks
 from sim.mutation_checks import INVARIANTS as MUTATION_INVARIANTS
 from sim.mutation_checks import MutationChecks
 from sim.outcome_checks import (
@@ -192,7 +194,8 @@ INVARIANTS: dict[str, Invariant] = {
 INVARIANTS.update(
     (name, Invariant(name, rule, source))
     for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
-                               *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS)
+                               *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
+                               *HOP_INVARIANTS)
 )
 
 
@@ -238,6 +241,7 @@ class Checker:
         self.startup_checks = StartupChecks(self)
         self.retry_checks = RetryChecks(self)
         self.mutation_checks = MutationChecks(self)
+        self.hop_checks = HopChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []

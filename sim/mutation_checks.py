@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -48,6 +48,8 @@ class HopCall:
     claiming: bool = False
     """Its ledger claim has begun: the hop is past the pre-claim gate."""
     claimed: bool = False
+    wrote: list[str] = field(default_factory=list)
+    """Ledger writes this call made that returned a record (or True): what it achieved."""
 
 
 CURRENT_HOP: ContextVar[HopCall | None] = ContextVar("sim_hop_call", default=None)
@@ -72,18 +74,29 @@ class MutationChecks:
             token = CURRENT_HOP.set(call)
             self.running.add(call)
             try:
-                return await handler(run_id, seq)
+                outcome = await handler(run_id, seq)
+            except Exception as exc:
+                failure = exc
+                self.checker._guarded(lambda: self.checker.hop_checks.raised(call, failure))
+                raise
             finally:
                 self.running.discard(call)
                 CURRENT_HOP.reset(token)
                 if call.claiming:
                     self.last_end[boot_id] = anyio.current_time()
+            self.checker._guarded(lambda: self.checker.hop_checks.returned(call, outcome))
+            return outcome
 
         return hop
 
     def claimed_hops(self, boot_id: str) -> list[str]:
         """Hops of the boot past the pre-claim gate (claiming or claimed) still running."""
         return sorted(c.key for c in self.running if c.boot_id == boot_id and c.claiming)
+
+    def wrote(self, name: str, result: object) -> None:
+        call = CURRENT_HOP.get()
+        if call is not None and result is not None and result is not False:
+            call.wrote.append(name)
 
     def claim_began(self) -> None:
         call = CURRENT_HOP.get()

@@ -260,6 +260,12 @@ RULES: tuple[Rule, ...] = (
          "a zero bill",
          ("usage_never_fabricated",), ("leased_jobs",),
          (_b("usage_zero_when_unknown", "leased_jobs", 1),)),
+    Rule("hop.outcome", S000, "Admission and exact claim",
+         "a hop reports to the broker what it committed (skipped without a claim, settled, "
+         "parked or fenced) and never raises out of its handler unless its process died or "
+         "it was cancelled",
+         ("hop_ends_with_an_outcome", "hop_outcome_truthful"), ("basic", "consent"),
+         (_b("claim_reports_won", "basic", 3), _b("park_escapes_hop", "consent", 1))),
     Rule("mutation.claim_gate", S000, "Cancellation, mutation, and recovery",
          "a runtime mutation closes the pre-claim gate and waits for every hop past it "
          "(claiming or claimed) to finish before it proceeds, then reopens the gate; its "

@@ -155,6 +155,8 @@ class SimLedger(_Guarded):
         result = await self._guard(op)
         if write:
             self.world.after_transaction(name)
+        if write:
+            self.world.checker.mutation_checks.wrote(name, result)
         if name == "claim_delivery" and getattr(result, "claimed", False):
             self.world.checker.on_claim(self.boot.id, getattr(result, "delivery", None))
         if fault is FaultKind.LEDGER_AMBIGUOUS:

@@ -149,6 +149,18 @@ def test_an_effect_after_a_cancel_at_claim_is_caught() -> None:
     assert any('"cancel"' in line and '"operator"' in line for line in trace)
 
 
+def test_a_hop_that_misreports_or_raises_is_caught() -> None:
+    """The broker (SAQ keeps it as the job's result) learns a hop's outcome from the
+    handler: a lost claim reported as settled, or a park whose evidence raises out
+    of the hop, are caught where no durable record of the Run looks wrong."""
+    seed, invariant, message = _first_violation("basic", "claim_reports_won", range(1, 20))
+    assert invariant == "hop_outcome_truthful" and "returned settled after claim=False" in message
+    assert run_simulation(seed, "basic", "swarm").ok
+    seed, invariant, message = _first_violation("consent", "park_escapes_hop", range(1, 10))
+    assert invariant == "hop_ends_with_an_outcome" and "RuntimeError" in message
+    assert run_simulation(seed, "consent", "swarm").ok
+
+
 def test_a_service_store_blip_never_fails_a_run() -> None:
     """Issue M11: a transient error of the service attempt store during the hop
     (prepare, or the resumed hop's read) failed the Run; found by the
