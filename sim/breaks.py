@@ -22,9 +22,11 @@ from uuid import UUID
 import anyio
 
 from runtime import retry
+from runtime import worker as worker_module
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
+from runtime.app import profiles
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable, ClaimLost
@@ -348,6 +350,10 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).
     "lazy_ledger_retry": (retry, "BASE_DELAY_S", 0.0),
+    # A heartbeat a second too slow: a long hop's touches drift off the 30 s period.
+    "slow_heartbeat": (worker_module, "TOUCH_EVERY_S", 31),
+    # Lanes wider than the process is sized for (caught by lane_bounds).
+    "wide_lanes": (profiles, "DEFAULT_CONCURRENCY", {"runs": 8, "rites": 2}),
     "second_terminal_step_written": UNGUARDED_LEDGER,
     "redelivery_waits_for_sweep": (DeliveryRecovery, "redeliver_stranded", _wait_for_sweep),
     "window_never_parked": (orphans, "_park_window", _never_park),

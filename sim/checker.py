@@ -694,6 +694,7 @@ class Checker:
             self._check_broker()
             self._check_late_jobs()
             self._check_effects()
+            self.retry_checks.final()
             self._check_admissions()
             self._check_subscribers()
             if check_liveness:

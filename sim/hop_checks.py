@@ -17,13 +17,29 @@ outcome is compared with them:
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
+from uuid import UUID
+
+import anyio
 
 from runtime.errors import ProcessCrashed
+from sim.mutation_checks import CURRENT_HOP
 
 if TYPE_CHECKING:
     from sim.checker import Checker
     from sim.mutation_checks import HopCall
+
+TOUCH_EVERY_S = 30.0
+"""The checker's copy of the hop's heartbeat period (seed 000: a 120 s heartbeat)."""
+TOUCH_SLACK_S = 0.5
+LANES = {"runs": 4, "rites": 2}
+"""The checker's copy of the in-process lane bounds (runtime.worker.Lanes)."""
+EPS = 1e-6
+EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
+                   '"point":"steps.append"', '"event":"boot.crash"')
 
 PARKS = frozenset({"park_consent", "park_delegate", "park_service"})
 """A hardware wait keeps the hop (runtime.stasis.waits): it never parks one."""
@@ -33,13 +49,55 @@ INVARIANTS = (
      "it was cancelled: no exception escapes a hop", "seed 000 'Admission and exact claim'"),
     ("hop_outcome_truthful", "the outcome a hop reports to the broker matches what it "
      "committed: skipped without a claim, settled after its settlement, parked after its "
-     "park, fenced when neither landed", "seed 000 'Admission and exact claim'"),
+     "park (with its run.parked Step unless a fault struck), fenced when neither landed",
+     "seed 000 'Admission and exact claim', 'Events, settlement, and waits'"),
+    ("hop_heartbeat", "a live hop touches its broker job every 30 s, so the heartbeat "
+     "sweep never aborts the job of a hop still running in a live process",
+     "seed 000 'Admission and exact claim'"),
+    ("lane_bounds", "a process runs at most 4 hops at once in its runs lane and 2 in its "
+     "rites lane", "seed 000 'Admission and exact claim'"),
 )
 
 
 class HopChecks:
     def __init__(self, checker: Checker) -> None:
         self.checker = checker
+        self.lanes: Counter[tuple[str, str]] = Counter()
+
+    @contextmanager
+    def lane(self, boot_id: str, queue: str) -> Iterator[None]:
+        """One broker delivery occupying a slot of `queue`'s lane (duplicates share it)."""
+        self.lanes[(boot_id, queue)] += 1
+        n = self.lanes[(boot_id, queue)]
+        if n > LANES.get(queue, 1):
+            self.checker._guarded(lambda: self.checker.fail(
+                "lane_bounds", f"{boot_id} runs {n} hops at once in its {queue} lane"))
+        try:
+            yield
+        finally:
+            self.lanes[(boot_id, queue)] -= 1
+
+    def touched(self, key: str) -> None:
+        call = CURRENT_HOP.get()
+        if call is None or call.key != key:
+            return
+        now = anyio.current_time()
+        if call.touches:
+            gap = now - call.touches[-1]
+            if not TOUCH_EVERY_S - EPS <= gap <= TOUCH_EVERY_S + TOUCH_SLACK_S:
+                self.checker._guarded(lambda: self.checker.fail(
+                    "hop_heartbeat", f"hop {key} touched its job {gap:.6g} s after its "
+                    f"previous touch, not every {TOUCH_EVERY_S:g} s"))
+        call.touches.append(now)
+
+    def swept(self, key: str) -> None:
+        mc = self.checker.mutation_checks
+        live = [c for c in mc.running if c.key == key and c.claimed
+                and any(b.alive for b in self.checker.world.boots if b.id == c.boot_id)]
+        if live:
+            self.checker._guarded(lambda: self.checker.fail(
+                "hop_heartbeat", f"the heartbeat sweep aborted {key} while its hop still "
+                f"runs in {live[0].boot_id} ({len(live[0].touches)} touches)"))
 
     def raised(self, call: HopCall, exc: Exception) -> None:
         if isinstance(exc, ProcessCrashed) or (isinstance(exc, ExceptionGroup) and all(
@@ -65,3 +123,17 @@ class HopChecks:
             self.checker.fail("hop_outcome_truthful", f"hop {call.key} of {call.boot_id} "
                               f"returned {value} after claim={claimed}, "
                               f"writes={call.wrote}")
+        if value == "parked":
+            self._parked_evidence(call)
+
+    def _parked_evidence(self, call: HopCall) -> None:
+        _, run_id, seq = call.key.split(":")
+        world = self.checker.world
+        steps = world.ledger.step_log.get(UUID(run_id), [])
+        if any(s.kind == "run.parked" and s.seq == int(seq) for s in steps):
+            return
+        if any(mark in line for line in world.trace.lines[call.since:]
+               for mark in EVIDENCE_FAULTS) or world.ledger_down_until > call.claimed_at:
+            return  # a Step fault, a crash or a database outage may have taken it
+        self.checker.fail("hop_outcome_truthful", f"hop {call.key} parked without its "
+                          "run.parked Step, and no fault struck its evidence")

@@ -48,6 +48,10 @@ class HopCall:
     claiming: bool = False
     """Its ledger claim has begun: the hop is past the pre-claim gate."""
     claimed: bool = False
+    since: int = 0
+    """Trace length when its claim committed (faults after it may excuse a lost Step)."""
+    claimed_at: float = 0.0
+    touches: list[float] = field(default_factory=list)
     wrote: list[str] = field(default_factory=list)
     """Ledger writes this call made that returned a record (or True): what it achieved."""
 
@@ -107,6 +111,8 @@ class MutationChecks:
         call = CURRENT_HOP.get()
         if call is not None:
             call.claimed = True
+            call.since = len(self.checker.world.trace.lines)
+            call.claimed_at = anyio.current_time()
         if self.holding == boot_id:
             self.checker.fail("mutation_quiesced", f"hop {key} of {boot_id} claimed while a "
                               "mutation held its pre-claim gate closed")

@@ -10,8 +10,9 @@ contract must change them too, on purpose.
 
 - `retry_backoff`: after its k-th transient failure (k from 0) a call waits
   min(CAP_S, BASE_S * 2**k) scaled by a jitter in [0.5, 1.5) before its next
-  attempt, and a Step append (durable best effort with its own repair) is
-  never repeated by the retry at all.
+  attempt (and over a world's retries the jitter falls on both sides of 1),
+  and a Step append (durable best effort with its own repair) is never
+  repeated by the retry at all.
 - `retry_outlasts_blip`: a call retries for as long as its next attempt would
   still fall inside BUDGET_S of its first failure, and never longer: a
   database blip shorter than the budget (sim.faults: every outage is) is
@@ -107,9 +108,26 @@ class RetryWatch:
         return call
 
 
+JITTER_SAMPLE = 40
+"""Waits observed before the jitter's spread is judged: a uniform draw on
+[0.5, 1.5) stays on one side of 1.0 for all of them with probability 2 * 0.5**40."""
+
+
 class RetryChecks:
     def __init__(self, checker: Checker) -> None:
         self.checker = checker
+        self.factors: list[float] = []
+        """Each observed wait divided by its undithered delay: the jitter drawn."""
+
+    def final(self) -> None:
+        """The jitter spreads over its whole range, both sides of the nominal delay."""
+        if len(self.factors) < JITTER_SAMPLE:
+            return
+        low, high = min(self.factors), max(self.factors)
+        if low >= 1.0 or high <= 1.0:
+            self.checker.fail("retry_backoff", f"the jitter of {len(self.factors)} retry waits "
+                              f"stayed within [{low:.4g}, {high:.4g}]: drawn on one side of "
+                              "the nominal delay only")
 
     async def watch(self, name: str, op: Callable[[], Awaitable[Any]]) -> Any:
         record = CallRecord(name)
@@ -141,6 +159,7 @@ class RetryChecks:
             first_failure = prev.failed if first_failure is None else first_failure
             low, high = delay_bounds(k)
             gap = nxt.began - prev.failed
+            self.factors.append(gap / min(CAP_S, BASE_S * 2**k))
             if not low - EPS <= gap <= high + EPS:
                 self.checker.fail("retry_backoff", f"{record.name} waited {gap:.6g} s after "
                                   f"failure {k + 1}; the backoff allows [{low:g}, {high:g}) s")

@@ -266,6 +266,13 @@ RULES: tuple[Rule, ...] = (
          "it was cancelled",
          ("hop_ends_with_an_outcome", "hop_outcome_truthful"), ("basic", "consent"),
          (_b("claim_reports_won", "basic", 3), _b("park_escapes_hop", "consent", 1))),
+    Rule("hop.heartbeat", S000, "Admission and exact claim",
+         "a live hop touches its broker job every 30 s, so only an abandoned job is swept "
+         "after its 120 s heartbeat",
+         ("hop_heartbeat",), ("hardware",), (_b("slow_heartbeat", "hardware", 5),)),
+    Rule("hop.lane_bounds", S000, "Admission and exact claim",
+         "a process runs at most 4 hops at once in its runs lane and 2 in its rites lane",
+         ("lane_bounds",), ("hardware",), (_b("wide_lanes", "hardware", 4),)),
     Rule("mutation.claim_gate", S000, "Cancellation, mutation, and recovery",
          "a runtime mutation closes the pre-claim gate and waits for every hop past it "
          "(claiming or claimed) to finish before it proceeds, then reopens the gate; its "

@@ -323,6 +323,7 @@ class SimBroker(_Guarded):
         return info
 
     async def touch(self, key: str) -> None:
+        self.world.checker.hop_checks.touched(key)
         await self._guard(lambda: self.inner.touch(key))
 
     async def retire(self, key: str, reason: str) -> JobInfo | None:
@@ -339,6 +340,10 @@ class SimBroker(_Guarded):
         handler = self.world.checker.mutation_checks.watch_hop(self.boot.id, handler)
 
         async def deliver(run_id: UUID, seq: int) -> object:
+            with self.world.checker.hop_checks.lane(self.boot.id, queue):
+                return await deliver_once_or_twice(run_id, seq)
+
+        async def deliver_once_or_twice(run_id: UUID, seq: int) -> object:
             fault, _ = self._fire("broker.deliver", DELIVER)
             if fault is not FaultKind.DUPLICATE_DELIVERY:
                 return await handler(run_id, seq)
@@ -368,6 +373,7 @@ class SimBroker(_Guarded):
         for key in swept:
             self.world.trace.emit("broker", "job.swept", key=key)
             self.world.checker.on_swept(self.boot.number, key)
+            self.world.checker.hop_checks.swept(key)
         return swept
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
