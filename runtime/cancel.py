@@ -1,7 +1,11 @@
 """Cancellation that reports CANCELLED only after containment.
 
 Seed 000_81a5c720b14d934a.txt, "Cancellation, mutation, and recovery": one
-process-local writer is elected per Run; it commits CANCELLING (freezing the
+process-local writer is elected per Run (a fast path: with several Vessels on
+one database the ledger decides, since `begin_cancel` and `finish_cancel` lock
+the Run's row and are conditional on its state, so CANCELLED commits once and
+its terminal Step is written once whichever process cancels; issue 15, M11);
+the writer commits CANCELLING (freezing the
 delivery generation: nothing QUEUED at that sequence can be claimed any
 more), fences the broker's parent job first, then sweeps correlated agent
 jobs, service attempts and pending consents. Only when every one

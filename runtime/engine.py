@@ -103,6 +103,8 @@ class RunEngine:
             await self._fence_session(intent, run_id)
             run, delivery = self._records(intent, run_id, held=retain is not None)
             admission = await self._ledger(lambda: self.deps.ledger.admit_run(run, delivery))
+            if admission.busy is not None:  # another Vessel's admission won the session
+                raise SessionBusy(intent.session or "", admission.busy.id)
             if not admission.created and admission.run != run:
                 return await self._replay(admission.run, intent, retain)
             # An identical stored Run is this call's own commit, seen again by a
@@ -151,6 +153,9 @@ class RunEngine:
         return run, delivery
 
     async def _fence_session(self, intent: Intent, run_id: UUID | None) -> None:
+        """The fast path of the session fence: refuse before building records.
+        The ledger decides in `admit_run`'s transaction all the same, which is
+        what holds when several Vessels admit into one session at once."""
         if intent.session is None:
             return
         session = intent.session

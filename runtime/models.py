@@ -156,11 +156,16 @@ class RunDelivery(Frozen):
 
 
 class Admission(Frozen):
-    """Result of `Ledger.admit_run`: the canonical Run and its delivery at that moment."""
+    """Result of `Ledger.admit_run`: the canonical Run and its delivery at that moment.
+
+    `busy` is the Bridge session's other nonterminal Run when the session
+    fence refused the admission: nothing was written, and `run`/`delivery`
+    are the records that were offered."""
 
     run: Run
     delivery: RunDelivery
     created: bool
+    busy: Run | None = None
 
 
 class Claim(Frozen):

@@ -72,8 +72,16 @@ class Ledger(Protocol):
     ledger holds so the caller can classify it.
     """
 
-    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
-        """Create Run plus its delivery once; on id conflict return the existing pair."""
+    async def admit_run(
+        self, run: Run, delivery: RunDelivery, *, fence_session: bool = True
+    ) -> Admission:
+        """Create Run plus its delivery once; on id conflict return the existing pair.
+
+        With `fence_session`, a Run with a Bridge session is refused (nothing
+        written, `Admission.busy` set) while another Run of that session is
+        nonterminal: the ledger decides it in the admitting transaction, so the
+        fence holds across processes (issue 15, M11). Only tests that build
+        legacy states turn it off."""
         ...
 
     async def get_run(self, run_id: UUID) -> Run | None: ...

@@ -3,8 +3,10 @@
 Within one process, same-key admissions are serialised so that retention and
 publication happen once, and each Bridge session admits at most one
 nonterminal Run (seed 000_81a5c720b14d934a.txt, "Admission and exact claim").
-This is a one-process causality rule, not recovery authority: the durable
-ledger decides on restart, and terminal Run truth frees a session by itself.
+This is a one-process fast path, not the authority: the ledger's admission
+transaction refuses a second nonterminal Run of a session and a second Run of
+one id whichever process asks (issue 15, M11: several Vessels on one
+database), and terminal Run truth frees a session by itself.
 """
 
 from __future__ import annotations

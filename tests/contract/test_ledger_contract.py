@@ -37,11 +37,12 @@ async def admitted(
     mode: ResumeMode = ResumeMode.FRESH,
     claimed_boot: str | None = None,
     claim_token: str | None = None,
+    fence_session: bool = True,
 ) -> tuple[Run, RunDelivery]:
     delivery = make_delivery(
         run, state=state, mode=mode, claimed_boot=claimed_boot, claim_token=claim_token
     )
-    admission = await ledger.admit_run(run, delivery)
+    admission = await ledger.admit_run(run, delivery, fence_session=fence_session)
     assert admission.created
     return admission.run, admission.delivery
 
@@ -411,14 +412,19 @@ async def test_fail_abandoned_is_fenced_by_token_sequence_and_state(ledger: Ledg
 
 
 async def test_runs_in_session_lists_bounded_nonterminal_runs(ledger: Ledger) -> None:
-    await admitted(ledger, make_run(uid(5), session="s", created=3))
-    await admitted(ledger, make_run(uid(4), session="s", created=1))
-    await admitted(ledger, make_run(uid(3), session="s", created=1))
-    await admitted(ledger, make_run(uid(2), session="s", created=0, status=RunStatus.DONE))
+    # Several open Runs in one session: a state only an unfenced admission makes.
+    await admitted(ledger, make_run(uid(5), session="s", created=3), fence_session=False)
+    await admitted(ledger, make_run(uid(4), session="s", created=1), fence_session=False)
+    await admitted(ledger, make_run(uid(3), session="s", created=1), fence_session=False)
+    await admitted(ledger, make_run(uid(2), session="s", created=0, status=RunStatus.DONE),
+                   fence_session=False)
     await admitted(ledger, make_run(uid(1), session="other", created=0))
     await admitted(ledger, make_run(uid(6), created=0))
     found = await ledger.runs_in_session("s", 10)
     assert [r.id for r in found] == [uid(3), uid(4), uid(5)]
+    refused = await ledger.admit_run(make_run(uid(7), session="s", created=0),
+                                     make_delivery(make_run(uid(7), session="s")))
+    assert not refused.created and refused.busy == found[0]  # the first open one
     assert [r.id for r in await ledger.runs_in_session("s", 2)] == [uid(3), uid(4)]
     assert await ledger.runs_in_session("s", 0) == []
     assert await ledger.runs_in_session("nobody", 10) == []
@@ -553,3 +559,24 @@ async def test_dump_orders_every_record_canonically(ledger: Ledger) -> None:
         (uid(3), 1, "c"),
     ]
     assert dump.runs[1] == await ledger.get_run(uid(3))
+
+
+async def test_admission_fences_a_busy_session_in_its_own_transaction(ledger: Ledger) -> None:
+    """The session fence is the ledger's (issue 15, M11): a second open Run of a
+    session is refused with nothing written, the admitted id itself is still
+    replayed, and a terminal Run frees the session."""
+    first, _ = await admitted(ledger, make_run(uid(1), session="s", created=1))
+    before = await ledger.dump()
+    second = make_run(uid(2), session="s", created=2)
+    refused = await ledger.admit_run(second, make_delivery(second))
+    assert (refused.created, refused.busy, refused.run) == (False, first, second)
+    assert await ledger.dump() == before
+    replay = await ledger.admit_run(first, make_delivery(first))
+    assert (replay.created, replay.busy, replay.run) == (False, None, first)
+    other = make_run(uid(3), session="t", created=2)
+    assert (await ledger.admit_run(other, make_delivery(other))).created
+    await admitted(ledger, make_run(uid(4), session="u", status=RunStatus.DONE))
+    after = make_run(uid(5), session="u", created=3)
+    assert (await ledger.admit_run(after, make_delivery(after))).created  # DONE frees it
+    with pytest.raises(ValueError):
+        await ledger.admit_run(second, make_delivery(make_run(uid(9), session="s")))

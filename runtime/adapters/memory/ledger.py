@@ -91,7 +91,9 @@ class MemoryLedger(WaitsMixin, BootsMixin):
 
     # -- admission ----------------------------------------------------------
 
-    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
+    async def admit_run(
+        self, run: Run, delivery: RunDelivery, *, fence_session: bool = True
+    ) -> Admission:
         await enter()
         existing = self.run_table.get(run.id)
         if existing is not None:
@@ -100,9 +102,22 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             )
         if delivery.run_id != run.id or delivery.seq != run.seq:
             raise ValueError("delivery must be the Run's current generation")
+        if fence_session and run.session is not None:
+            busy = self._session_busy(run)
+            if busy is not None:
+                return Admission(run=run, delivery=delivery, created=False, busy=busy)
         self.run_table[run.id] = run
         self.delivery_table[(run.id, delivery.seq)] = delivery
         return Admission(run=run, delivery=delivery, created=True)
+
+    def _session_busy(self, run: Run) -> Run | None:
+        """The session's first other nonterminal Run by (created_at, id); no
+        await: part of the admitting transaction."""
+        busy = [
+            r for r in self.run_table.values()
+            if r.session == run.session and r.id != run.id and not r.status.terminal
+        ]
+        return min(busy, key=lambda r: (r.created_at, r.id), default=None)
 
     async def get_run(self, run_id: UUID) -> Run | None:
         await enter()

@@ -104,8 +104,18 @@ class PostgresLedger(WaitsMixin, BootsMixin):
 
     # -- admission ----------------------------------------------------------
 
-    async def admit_run(self, run: Run, delivery: RunDelivery) -> Admission:
+    async def admit_run(
+        self, run: Run, delivery: RunDelivery, *, fence_session: bool = True
+    ) -> Admission:
         async with self._transaction() as cur:
+            if fence_session and run.session is not None:
+                busy = await _session_busy(cur, run)
+                if isinstance(busy, Admission):
+                    return busy  # the id is admitted already: its stored pair
+                if busy is not None:
+                    if delivery.run_id != run.id or delivery.seq != run.seq:
+                        raise ValueError("delivery must be the Run's current generation")
+                    return Admission(run=run, delivery=delivery, created=False, busy=busy)
             await cur.execute(q.INSERT_RUN, run_params(run))
             if await cur.fetchone() is None:
                 return await _existing_admission(cur, run.id)
@@ -469,14 +479,39 @@ def _limit(limit: int) -> int:
     return limit
 
 
-async def _existing_admission(cur: Cursor, run_id: UUID) -> Admission:
+async def _session_busy(cur: Cursor, run: Run) -> Admission | Run | None:
+    """Under the session's advisory lock (held to commit, so admissions of one
+    session serialise across every pool): the stored pair when `run.id` is
+    admitted already, else the session's first other nonterminal Run, else
+    None. A later admission's read starts after the holder committed, so it
+    sees the Run the holder inserted (READ COMMITTED takes a snapshot per
+    statement)."""
+    await cur.execute(q.LOCK_SESSION, {"ns": q.SESSION_LOCK_NAMESPACE, "session": run.session})
+    existing = await _maybe_existing(cur, run.id)
+    if existing is not None:
+        return existing
+    await cur.execute(
+        q.SESSION_BUSY, {"session": run.session, "id": run.id, "terminal": q.TERMINAL}
+    )
+    row = await cur.fetchone()
+    return None if row is None else run_from_row(row)
+
+
+async def _maybe_existing(cur: Cursor, run_id: UUID) -> Admission | None:
     await cur.execute(q.CURRENT_PAIR, {"id": run_id})
     row = await cur.fetchone()
     if row is None:
-        raise LockDisciplineBroken(f"Run {run_id} exists without its current delivery")
+        return None
     prefix = q.DELIVERY_PREFIX
     delivery = delivery_from_row({c: row[prefix + c] for c in DELIVERY_COLUMNS})
     return Admission(run=run_from_row(row), delivery=delivery, created=False)
+
+
+async def _existing_admission(cur: Cursor, run_id: UUID) -> Admission:
+    found = await _maybe_existing(cur, run_id)
+    if found is None:
+        raise LockDisciplineBroken(f"Run {run_id} exists without its current delivery")
+    return found
 
 
 def _conforms(ledger: PostgresLedger) -> Ledger:

@@ -156,6 +156,18 @@ FAIL_ABANDONED_DELIVERY = sql.SQL(
     "AND claim_token = %(claim_token)s RETURNING {cols}"
 ).format(cols=DELIVERY)
 
+SESSION_LOCK_NAMESPACE = 0x5345
+"""First key of the two-key advisory lock that orders admissions of one Bridge session."""
+
+LOCK_SESSION = sql.SQL("SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(session)s::text))")
+"""Serialises admissions of one session across connections: the session fence's
+check and its insert run under it (issue 15, M11: several Vessels, one database)."""
+
+SESSION_BUSY = sql.SQL(
+    "SELECT {cols} FROM run WHERE session = %(session)s AND id <> %(id)s "
+    "AND status <> ALL(%(terminal)s) ORDER BY created_at, id LIMIT 1"
+).format(cols=RUN)
+
 RUNS_IN_SESSION = sql.SQL(
     "SELECT {cols} FROM run WHERE session = %(session)s AND status <> ALL(%(terminal)s) "
     "ORDER BY created_at, id LIMIT %(limit)s"
