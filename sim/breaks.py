@@ -317,6 +317,20 @@ def _next_hop_key(run_id: UUID, seq: int) -> str:
     return hop_key(run_id, seq + 1)
 
 
+async def _claim_catches_up(self: Worker, run_id: UUID, seq: int, token: str) -> HopOutcome:
+    """A worker whose claim of an old hop key is refused 'catches up': it claims the
+    Run's current sequence instead, so a stale duplicate job runs the newer hop
+    (caught by stale_hop_inert)."""
+    outcome = await _ORIGINAL_CLAIM_AND_HOP(self, run_id, seq, token)
+    if outcome is not HopOutcome.SKIPPED:
+        return outcome
+    run = await self.deps.ledger.get_run(run_id)
+    if run is None or run.seq == seq or run.status is not RunStatus.QUEUED:
+        return outcome
+    return await _ORIGINAL_CLAIM_AND_HOP(self, run_id, run.seq, token)
+
+
+_ORIGINAL_CLAIM_AND_HOP = Worker._claim_and_hop
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_PERFORM = Worker.perform_run
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
@@ -357,6 +371,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "second_terminal_step_written": UNGUARDED_LEDGER,
     "redelivery_waits_for_sweep": (DeliveryRecovery, "redeliver_stranded", _wait_for_sweep),
     "window_never_parked": (orphans, "_park_window", _never_park),
+    "stale_claim_catches_up": (Worker, "_claim_and_hop", _claim_catches_up),
     "orphan_job_left_active": (orphans, "hop_key", _next_hop_key),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates

@@ -152,6 +152,10 @@ INVARIANTS: dict[str, Invariant] = {
                   "than the retry bound) never ends a Run FAILED: the hop retries it, for its "
                   "effect may already have happened", "seed 000 'Cancellation, mutation, and "
                   "recovery' (FAILED claims containment); issue M11"),
+        Invariant("stale_hop_inert", "a late redelivery of a finished hop's old key (its Run's "
+                  "sequence moved on, or its delivery closed) is refused by the exact claim and "
+                  "has no effect: no committed write, Step, publish or external effect",
+                  "seed 000 'Admission and exact claim'"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
                   "CANCELLING remains", "DESIGN section 6"),
@@ -666,6 +670,19 @@ class Checker:
         own context (the Run, consent, job or attempt it names) given."""
         if not self.violations:
             self.window_checks.on_crash(point, boot, context)
+
+    def on_stale_hop_write(self, key: str, what: str, result: object) -> None:
+        """The stale redelivery of hop `key` made ledger write `what` (or a publish or
+        an effect): only its refused claim is allowed."""
+        if what == "claim_delivery" and not getattr(result, "claimed", True):
+            return
+        self._guarded(lambda: self.fail(
+            "stale_hop_inert", f"a stale redelivery of {key} made {what}", key=key))
+
+    def on_stale_hop_done(self, key: str, outcome: object) -> None:
+        if outcome != "skipped":
+            self._guarded(lambda: self.fail(
+                "stale_hop_inert", f"a stale redelivery of {key} ran a hop ({outcome})", key=key))
 
     # -- effects ----------------------------------------------------------------
 

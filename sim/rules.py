@@ -87,6 +87,10 @@ RULES: tuple[Rule, ...] = (
          "a claim moves only a QUEUED Run at exactly the delivered sequence, from PENDING or "
          "PUBLISHED, once; a stale or duplicate delivery is skipped",
          ("claim_is_exact", "single_claim"), ("basic",), (_b("claim_fence", "basic", 4),)),
+    Rule("claim.stale_redelivery_inert", S000, "Admission and exact claim",
+         "a late redelivery of an old hop key, after the hop finished and the Run's sequence "
+         "moved on, is refused by the exact claim: no write, Step, publish or effect",
+         ("stale_hop_inert",), ("consent",), (_b("stale_claim_catches_up", "consent", 8),)),
     Rule("claim.started_at_stable", S000, "Admission and exact claim",
          "started_at is written by the first claim only; a resume claim keeps it",
          ("started_at_stable",), ("consent",), (_b("started_at_rewritten", "consent", 1),)),

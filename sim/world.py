@@ -252,6 +252,9 @@ class World:
     shutting_down: bool = False
     ledger_down_until: float = 0.0
     """Virtual time until which the database is unreachable (FaultKind.LEDGER_OUTAGE)."""
+    seq_watch: dict[str, tuple[int, anyio.Event]] = field(default_factory=dict)
+    """Pending stale redeliveries (FaultKind.STALE_REDELIVERY): Run id -> the old
+    sequence and the event set once the Run's sequence moves on."""
     background: anyio.abc.TaskGroup | None = None
     """The simulation's own task group: actors that outlive a scenario phase run here."""
     checker: Checker = field(init=False)

@@ -65,6 +65,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.CHECKPOINT_STUCK: "checkpoint_stuck_per_delete",
     FaultKind.START_UNRECORDED: "start_unrecorded_per_probe",
     FaultKind.DELIVERY_DRIFT: "delivery_drift_per_read",
+    FaultKind.STALE_REDELIVERY: "stale_redelivery_per_hop",
 }
 """The option that gives each fault kind its probability per opportunity."""
 
@@ -106,6 +107,8 @@ class Injector:
         if kind in (FaultKind.WORKER_STALL, FaultKind.LATE_RESULT):
             # Longer than the 90 s lease of seed 004, so another worker can reclaim.
             return round(self.rng.uniform(100.0, 400.0), 3)
+        if kind is FaultKind.STALE_REDELIVERY:
+            return round(self.rng.uniform(0.0, self.options.max_redelivery_delay_s), 3)
         if kind is FaultKind.LOOKUP_LIES:
             return round(self.rng.uniform(20.0, 300.0), 3)
         return 0.0

@@ -128,6 +128,12 @@ class FaultOptions(BaseModel):
         description="a startup read of a QUEUED Run's delivery row finds it out of step with "
         "the Run (and keeps doing so for that boot)",
     )
+    stale_redelivery_per_hop: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a finished hop's old key is delivered again later (up to "
+        "max_redelivery_delay_s), after its Run's sequence may have moved on",
+    )
+    max_redelivery_delay_s: float = Field(default=120.0, ge=0)
     max_startup_faults: int = Field(
         default=3, ge=0,
         description="start_unrecorded and delivery_drift fires per simulation at most: each "
@@ -166,6 +172,7 @@ class FaultOptions(BaseModel):
             (FaultKind.CHECKPOINT_STUCK, self.checkpoint_stuck_per_delete),
             (FaultKind.START_UNRECORDED, self.start_unrecorded_per_probe),
             (FaultKind.DELIVERY_DRIFT, self.delivery_drift_per_read),
+            (FaultKind.STALE_REDELIVERY, self.stale_redelivery_per_hop),
         ]
         return [kind for kind, p in pairs if p > 0]
 
@@ -248,6 +255,8 @@ def swarm(rng: random.Random, more: random.Random | None = None) -> FaultOptions
         # Drawn last, from `more`: adding it changed no earlier draw of any seed.
         checkpoint_stuck_per_delete=maybe(0.3, extra),
         outage_per_transaction=maybe(0.01, extra),
+        # Drawn after every other kind: adding it changed no earlier draw of any seed.
+        stale_redelivery_per_hop=maybe(0.1, extra),
     )
 
 

@@ -53,6 +53,9 @@ class FaultKind(enum.StrEnum):
     """The broker reports the Run's hop job active without a start time."""
     DELIVERY_DRIFT = "delivery_drift"
     """The Run's current delivery row reads out of step with it (CLAIMED, SETTLED, FAILED)."""
+    STALE_REDELIVERY = "stale_redelivery"
+    """A finished hop's key is delivered to a worker again `amount` seconds later (a stale
+    duplicate job), typically after its Run's sequence moved on (seed 000, exact claim)."""
 
 
 class AtPoint(BaseModel):

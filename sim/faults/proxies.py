@@ -10,6 +10,7 @@ so a call that was parked when its boot died still has no effect.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
@@ -21,9 +22,11 @@ from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
 from runtime.faults import CATALOGUE, CLAIM_COMMITTED
+from runtime.keys import hop_key
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
+from runtime.worker import HopOutcome
 from sim import retry_checks
 from sim.faults.plan import FaultKind
 
@@ -102,6 +105,11 @@ LEDGER_WRITES = (
 )
 
 
+STALE_HOP: ContextVar[str | None] = ContextVar("stale_hop", default=None)
+"""The hop key a stale redelivery (FaultKind.STALE_REDELIVERY) runs under, in the
+tasks of that redelivery only."""
+
+
 class CheckpointStuck(LedgerUnavailable):
     """A checkpoint that cannot be deleted (a held lock, a storage fault): every
     deletion of that Run's checkpoint fails like this until heal."""
@@ -162,6 +170,15 @@ class SimLedger(_Guarded):
         if fault is FaultKind.LEDGER_AMBIGUOUS:
             raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
         return result
+
+    def _notify_moved(self, run_id: str | None) -> None:
+        """Wake a pending stale redelivery of this Run once its sequence moved on."""
+        watch = self.world.seq_watch.get(run_id) if run_id else None
+        if watch is None:
+            return
+        run = self.world.ledger.run_table.get(UUID(run_id))
+        if run is None or run.seq != watch[0] or run.status.terminal:
+            watch[1].set()
 
     def drift(self, d: RunDelivery | None) -> RunDelivery | None:
         """FaultKind.DELIVERY_DRIFT: a QUEUED Run's open delivery row, as this boot reads
@@ -244,6 +261,11 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
         result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
+        stale = STALE_HOP.get()
+        if write and stale is not None:
+            self.world.checker.on_stale_hop_write(stale, name, result)
+        if write and self.world.seq_watch:
+            self._notify_moved(_run_of(args))
         if name == "get_delivery":
             result = self.drift(result)
         if write and name != "append_step":
@@ -273,6 +295,8 @@ class SimBroker(_Guarded):
     ) -> bool:
         self.boot.check_alive()
         self.world.checker.on_publish(key, run_id, seq)
+        if (stale := STALE_HOP.get()) is not None:
+            self.world.checker.on_stale_hop_write(stale, f"publish {key}", True)
         fault, amount = self._fire("broker.publish", PUBLISH)
         if fault is FaultKind.PUBLISH_FAIL:
             raise BrokerUnavailable(f"injected publish failure for {key}")
@@ -346,7 +370,10 @@ class SimBroker(_Guarded):
         async def deliver_once_or_twice(run_id: UUID, seq: int) -> object:
             fault, _ = self._fire("broker.deliver", DELIVER)
             if fault is not FaultKind.DUPLICATE_DELIVERY:
-                return await handler(run_id, seq)
+                outcome = await handler(run_id, seq)
+                if outcome != HopOutcome.SKIPPED:  # a hop ran and finished
+                    self._maybe_redeliver(handler, run_id, seq)
+                return outcome
             async def once() -> None:
                 await handler(run_id, seq)
 
@@ -356,6 +383,35 @@ class SimBroker(_Guarded):
             return None
 
         await serve_queue(self, queue, deliver, concurrency, boot_id=boot_id)
+
+    def _maybe_redeliver(self, handler: HopHandler, run_id: UUID, seq: int) -> None:
+        """FaultKind.STALE_REDELIVERY: the hop finished; its old key comes back later."""
+        fault, amount = self._fire("broker.redeliver", (FaultKind.STALE_REDELIVERY,))
+        if fault is FaultKind.STALE_REDELIVERY and self.boot.tg is not None:
+            self.boot.tg.start_soon(self._redeliver, handler, run_id, seq, amount)
+
+    async def _redeliver(self, handler: HopHandler, run_id: UUID, seq: int, delay: float) -> None:
+        """Hand the finished hop's key to this boot's worker again after `delay`: a
+        stale duplicate job. Everything it does runs marked stale (STALE_HOP), so
+        the checker sees any write, publish or effect it makes."""
+        moved = anyio.Event()
+        self.world.seq_watch[str(run_id)] = (seq, moved)
+        with anyio.move_on_after(delay):  # at the latest after `delay`; at once on rotation
+            await moved.wait()
+        if self.world.seq_watch.get(str(run_id), (None, None))[1] is moved:
+            del self.world.seq_watch[str(run_id)]
+        if not self.boot.alive:  # a fired redelivery still lands after heal, like a delay
+            return
+        run = self.world.ledger.run_table.get(run_id)
+        key = hop_key(run_id, seq)
+        self.world.trace.emit("broker", "job.redelivered", key=key,
+                              moved_on=run is None or run.seq != seq or run.status.terminal)
+        token = STALE_HOP.set(key)
+        try:
+            outcome = await handler(run_id, seq)
+        finally:
+            STALE_HOP.reset(token)
+        self.world.checker.on_stale_hop_done(key, outcome)
 
     # -- primitives for serve_queue ---------------------------------------------
 
@@ -391,6 +447,8 @@ class SimEffects(_Guarded):
     async def apply(self, identity: str, run_id: UUID, seq: int, payload: dict[str, Any]) -> bool:
         self.boot.check_alive()
         self.world.checker.on_effect(identity, run_id, seq)
+        if (stale := STALE_HOP.get()) is not None:
+            self.world.checker.on_stale_hop_write(stale, f"effect {identity}", True)
         applied = await self._guard(lambda: self.inner.apply(identity, run_id, seq, payload))
         self.world.trace.emit("effects", "effect.call", identity=identity, seq=seq,
                               applied=applied)
