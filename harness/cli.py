@@ -542,8 +542,8 @@ def _reused(paths: list[Path]) -> Any:
 @app.command()
 def receipts(
     window: Annotated[list[str] | None, typer.Option(
-        help="a window, a leased check (leased.*) or a window a leased check proves "
-             "(repeatable)")] = None,
+        help="a window, a leased check (leased.*), a several-Vessel check (vessels.*) or "
+             "a window a leased check proves (repeatable)")] = None,
     all_windows: Annotated[bool, typer.Option("--all", help="every catalogued window")] = False,
     leased: Annotated[bool, typer.Option(
         "--leased/--no-leased",
@@ -604,7 +604,8 @@ def receipts(
                                       or "; ".join(receipt.get("problems", [])))[:80])
                 out.print(table)
             if checks:
-                table = Table(title=f"leased jobs, seed 004 ({server.source} PostgreSQL)")
+                table = Table(title="leased jobs (seed 004) and several Vessels "
+                                    f"({server.source} PostgreSQL)")
                 table.add_column("check", overflow="fold")
                 for col in ("verdict", "proves", "seconds", "pids", "note"):
                     table.add_column(col, overflow="fold")

@@ -5,7 +5,8 @@ budget, the minimum fires per catalogued fault point, the share of seeds
 re-run in fresh processes to audit determinism, and whether restart
 receipts are required (and for which windows; with them, unless
 `require_leased = false`, every real-process leased-job check of seed 004
-must be proved too). The gate runs all of it and
+must be proved too, and unless `require_vessels = false` every several-Vessel
+check of issue 15). The gate runs all of it and
 checks the fault catalogue both ways. Verdict: ship (exit 0), do not ship
 (exit 1); a broken policy or environment is exit 2 before anything runs.
 """
@@ -82,6 +83,9 @@ class Policy(BaseModel):
     require_leased: bool = True
     """With `require_receipts`: every leased-job check (harness.receipts.leased_checks)
     runs and must be proved on this code."""
+    require_vessels: bool = True
+    """With `require_receipts`: every several-Vessel check (harness.receipts.vessels,
+    two `vessel serve` on one database, one SIGKILLed) runs and must be proved."""
     receipts_dir: str = "receipts"
     require_rules: bool = False
     """Every seed rule of the catalogue (sim.rules) has invariant, scenario and break,
@@ -338,17 +342,31 @@ def _receipts(policy: Policy, root: Path, result: GateResult, prove: bool = True
         result.checks.append(Check("receipts", window, proved and same_code, detail))
     if policy.require_leased:
         _leased_receipts(doc, result)
+    if policy.require_vessels:
+        _vessel_receipts(doc, result)
 
 
 def _leased_receipts(index: dict[str, Any], result: GateResult) -> None:
     """Every leased-job check must be proved on this code: a failed one blocks shipping."""
     from harness.receipts.leased_checks import LEASED_CHECKS
 
-    entries = {e["check"]: e for e in index.get("leased", [])}
-    for name in LEASED_CHECKS:
+    _check_receipts(index.get("leased", []), list(LEASED_CHECKS), "leased receipts", result)
+
+
+def _vessel_receipts(index: dict[str, Any], result: GateResult) -> None:
+    """Every several-Vessel check must be proved on this code (harness.receipts.vessels)."""
+    from harness.receipts.vessels import VESSEL_CHECKS
+
+    _check_receipts(index.get("vessels", []), list(VESSEL_CHECKS), "vessel receipts", result)
+
+
+def _check_receipts(found: list[dict[str, Any]], names: list[str], group: str,
+                    result: GateResult) -> None:
+    entries = {e["check"]: e for e in found}
+    for name in names:
         entry = entries.get(name)
         if entry is None:
-            result.checks.append(Check("leased receipts", name, False, "missing"))
+            result.checks.append(Check(group, name, False, "missing"))
             continue
         same_code = entry.get("code_digest") == result.digest
         proved = entry.get("verdict") == "proved"
@@ -357,23 +375,28 @@ def _leased_receipts(index: dict[str, Any], result: GateResult) -> None:
             detail += f": {entry['reason']}"
         if proved and not same_code:
             detail = "receipt is for other code (digest mismatch): re-run harness receipts"
-        result.checks.append(Check("leased receipts", name, proved and same_code, detail,
+        result.checks.append(Check(group, name, proved and same_code, detail,
                                    float(entry.get("seconds") or 0.0)))
 
 
 def _prove_receipts(policy: Policy, root: Path, result: GateResult) -> None:
-    """Run the two-boot lifecycle for every required window on this code, and the
-    leased-job checks (all of them under `require_leased`, else those a named window needs)."""
+    """Run the two-boot lifecycle for every required window on this code, the
+    leased-job checks (all of them under `require_leased`, else those a named window
+    needs) and, under `require_vessels`, the several-Vessel checks."""
     from harness.pg import PostgresUnavailable, provision
     from harness.receipts.index import write_index
     from harness.receipts.leased_checks import run_check
     from harness.receipts.lifecycle import prove
     from harness.receipts.selection import choose
+    from harness.receipts.vessels import KIND, VESSEL_CHECKS
 
     windows, checks = choose(policy.windows, everything=not policy.windows,
                              leased=policy.require_leased)
+    checks = [c for c in checks if c.kind != KIND]
     if policy.require_leased:
-        _, checks = choose([], leased=True)
+        checks = [c for c in choose([], leased=True)[1] if c.kind != KIND]
+    if policy.require_vessels:
+        checks += VESSEL_CHECKS.values()
     try:
         with provision() as server:
             for window in windows:

@@ -1,10 +1,11 @@
 """The index of all receipts: proved, failed, stale or missing (index.json, .md, .html).
 
-Two sections. `windows`: every catalogued crash window (runtime.faults
+Three sections. `windows`: every catalogued crash window (runtime.faults
 CATALOGUE) with its two-boot restart receipt, or, when no Vessel lifecycle
 reaches it, the leased-job receipt that names it in `proves` (its
 `proved_by`). `leased`: every real-process check of leased delegated jobs
-(seed 004, harness.receipts.leased_checks). A receipt proved on other code
+(seed 004, harness.receipts.leased_checks). `vessels`: every check of several
+Vessels on one database (issue 15, harness.receipts.vessels). A receipt proved on other code
 (its `code_digest` differs from this code's) is `stale`.
 """
 
@@ -16,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.catalogue_check import code_digest
-from harness.receipts.leased_checks import LEASED_CHECKS
+from harness.receipts.leased_checks import LEASED_CHECKS, LeasedCheck
+from harness.receipts.vessels import VESSEL_CHECKS
 from runtime.faults import CATALOGUE
 
 LEASED_TITLE = "leased jobs (seed 004)"
+VESSELS_TITLE = "several Vessels on one database (issue 15)"
 
 
 def _verdict(doc: dict[str, Any] | None, digest: str) -> str:
@@ -66,8 +69,19 @@ def write_index(out: Path, leased: bool = True) -> dict[str, Any]:
             "boot1_signal": (boots or [{}])[0].get("exit_signal"),
             "files": receipt_files(out, proved_by or point),
         })
+    index = {"code_digest": digest, "windows": windows,
+             "leased": _checks(out, LEASED_CHECKS if leased else {}, receipts, digest),
+             "vessels": _checks(out, VESSEL_CHECKS if leased else {}, receipts, digest)}
+    (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    (out / "index.md").write_text(_markdown(index))
+    (out / "index.html").write_text(_html(index))
+    return index
+
+
+def _checks(out: Path, registry: dict[str, LeasedCheck], receipts: dict[str, dict[str, Any]],
+            digest: str) -> list[dict[str, Any]]:
     checks = []
-    for name, check in LEASED_CHECKS.items() if leased else ():
+    for name, check in registry.items():
         doc = receipts.get(name)
         checks.append({
             "check": name, "verdict": _verdict(doc, digest), "scenario": check.scenario,
@@ -76,11 +90,7 @@ def write_index(out: Path, leased: bool = True) -> dict[str, Any]:
             "pids": [p.get("pid") for p in (doc or {}).get("processes", [])],
             "files": receipt_files(out, name),
         })
-    index = {"code_digest": digest, "windows": windows, "leased": checks}
-    (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-    (out / "index.md").write_text(_markdown(index))
-    (out / "index.html").write_text(_html(index))
-    return index
+    return checks
 
 
 def receipt_files(out: Path, name: str) -> dict[str, Any]:
@@ -115,19 +125,21 @@ def _note(entry: dict[str, Any]) -> str:
 
 def _markdown(index: dict[str, Any]) -> str:
     lines = ["# Restart receipts", "", f"Code digest `{index['code_digest'][:16]}`.", "",
-             f"Windows: {totals(index['windows'])}. Leased checks: {totals(index['leased'])}.",
+             f"Windows: {totals(index['windows'])}. Leased checks: {totals(index['leased'])}. "
+             f"Vessel checks: {totals(index.get('vessels', []))}.",
              "",
              "| window | verdict | boot 1 | pids | note |", "|---|---|---|---|---|"]
     for w in index["windows"]:
         lines.append(f"| {w['window']} | {w['verdict']} | {w['boot1_signal'] or ''} "
                      f"| {_pids(w)} | {_note(w)} |")
-    lines += ["", f"## {LEASED_TITLE[0].upper()}{LEASED_TITLE[1:]}", "",
-              "| check | verdict | proves | seconds | pids | scenario | note |",
-              "|---|---|---|---|---|---|---|"]
-    for c in index["leased"]:
-        lines.append(f"| {c['check']} | {c['verdict']} | {c['proves'] or ''} "
-                     f"| {c['seconds'] if c['seconds'] is not None else ''} | {_pids(c)} "
-                     f"| {c['scenario']} | {c['reason']} |")
+    for title, section in ((LEASED_TITLE, "leased"), (VESSELS_TITLE, "vessels")):
+        lines += ["", f"## {title[0].upper()}{title[1:]}", "",
+                  "| check | verdict | proves | seconds | pids | scenario | note |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in index.get(section, []):
+            lines.append(f"| {c['check']} | {c['verdict']} | {c['proves'] or ''} "
+                         f"| {c['seconds'] if c['seconds'] is not None else ''} | {_pids(c)} "
+                         f"| {c['scenario']} | {c['reason']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -146,23 +158,30 @@ def _html(index: dict[str, Any]) -> str:
                             _note(w)], _links(w))
         for w in index["windows"]
     )
-    leased = "".join(
-        _row(c["verdict"], [c["check"], c["verdict"], c["proves"] or "",
-                            "" if c["seconds"] is None else str(c["seconds"]), _pids(c),
-                            c["scenario"], c["reason"]], _links(c))
-        for c in index["leased"]
+    leased, vessels = (
+        "".join(
+            _row(c["verdict"], [c["check"], c["verdict"], c["proves"] or "",
+                                "" if c["seconds"] is None else str(c["seconds"]), _pids(c),
+                                c["scenario"], c["reason"]], _links(c))
+            for c in index.get(section, [])
+        )
+        for section in ("leased", "vessels")
     )
+    head = ("<tr><th>check</th><th>verdict</th><th>proves</th><th>seconds</th><th>pids</th>"
+            "<th>scenario</th><th>note</th><th>receipt and logs</th></tr>")
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>Restart receipts</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:1.5rem}td,th{border:1px solid #ccd;"
         "padding:.3rem .6rem}table{border-collapse:collapse}</style></head><body>"
         f"<h1>Restart receipts</h1><p>Code digest <code>{index['code_digest'][:16]}</code></p>"
         f"<p id=totals>Windows: {totals(index['windows'])}. "
-        f"Leased checks: {totals(index['leased'])}.</p>"
+        f"Leased checks: {totals(index['leased'])}. "
+        f"Vessel checks: {totals(index.get('vessels', []))}.</p>"
         "<table><tr><th>window</th><th>verdict</th><th>boot 1 ended by</th><th>pids</th>"
         f"<th>note</th><th>receipt and logs</th></tr>{rows}</table>"
         f"<h2>{html.escape(LEASED_TITLE[0].upper() + LEASED_TITLE[1:])}</h2>"
-        "<table><tr><th>check</th><th>verdict</th><th>proves</th><th>seconds</th><th>pids</th>"
-        f"<th>scenario</th><th>note</th><th>receipt and logs</th></tr>{leased}</table>"
+        f"<table>{head}{leased}</table>"
+        f"<h2>{html.escape(VESSELS_TITLE[0].upper() + VESSELS_TITLE[1:])}</h2>"
+        f"<table id=vessels>{head}{vessels}</table>"
         "</body></html>\n"
     )

@@ -398,7 +398,7 @@ class Lifecycle:
 
 @contextmanager
 def lifecycle(name: str, scenario: str, dsn: str, workdir: Path, *, out: Path | None = None,
-              proves: str | None = None) -> Iterator[Lifecycle]:
+              proves: str | None = None, kind: str = "leased") -> Iterator[Lifecycle]:
     """A Lifecycle whose receipt is written however the check ends (a failure included).
 
     `name` is the receipt's `window` too (e.g. `leased.worker_killed_reclaimed`);
@@ -406,7 +406,7 @@ def lifecycle(name: str, scenario: str, dsn: str, workdir: Path, *, out: Path | 
     """
     workdir.mkdir(parents=True, exist_ok=True)
     life = Lifecycle(name, scenario, dsn, workdir, out=out)
-    life.receipt.update(check=name, window=name, kind="leased", scenario=scenario,
+    life.receipt.update(check=name, window=name, kind=kind, scenario=scenario,
                         proves=proves, code_digest=code_digest(), versions=versions(dsn),
                         started_at=time.time())
     try:

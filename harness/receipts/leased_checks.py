@@ -87,6 +87,8 @@ class Outcome:
 
     run_id: str | None
     expect: str | None
+    problems: tuple[str, ...] = ()
+    """What the check found broken itself, beside what `Lifecycle.finish` checks."""
 
 
 Body = Callable[[Lifecycle, httpx.Client], Outcome]
@@ -99,6 +101,8 @@ class LeasedCheck:
     body: Body
     proves: str | None = None
     """The catalogued crash window this check proves, when it proves one."""
+    kind: str = "leased"
+    """The receipt's kind: `leased` (seed 004) or `vessels` (harness.receipts.vessels)."""
 
 
 # -- driving helpers ----------------------------------------------------------------------
@@ -676,15 +680,16 @@ def run_check(check: LeasedCheck | str, server_dsn: str, out: Path) -> dict[str,
     try:
         with fresh_database(server_dsn, prefix="leased") as dsn, lifecycle(
                 chosen.name, chosen.scenario, dsn, out / chosen.name, out=out,
-                proves=chosen.proves) as life:
+                proves=chosen.proves, kind=chosen.kind) as life:
             receipt = life.receipt
             with httpx.Client(timeout=15) as client:
                 outcome = chosen.body(life, client)
-            life.finish(run_id=outcome.run_id, expect=outcome.expect)
+            life.finish(run_id=outcome.run_id, expect=outcome.expect,
+                        problems=list(outcome.problems))
     except Exception as exc:  # the lifecycle wrote its receipt, unless it never began
         if not receipt:
             reason = f"{type(exc).__name__}: {exc}"
-            receipt = {"check": chosen.name, "window": chosen.name, "kind": "leased",
+            receipt = {"check": chosen.name, "window": chosen.name, "kind": chosen.kind,
                        "scenario": chosen.scenario, "proves": chosen.proves,
                        "code_digest": code_digest(), "verdict": "failed", "reason": reason,
                        "problems": [reason], "started_at": started, "ended_at": time.time(),

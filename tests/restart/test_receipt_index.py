@@ -23,6 +23,7 @@ from harness.receipts import index as index_module
 from harness.receipts.index import LEASED_TITLE, write_index
 from harness.receipts.leased_checks import LEASED_CHECKS, LeasedCheck
 from harness.receipts.selection import choose
+from harness.receipts.vessels import KIND, VESSEL_CHECKS
 from harness.receipts.windows import WINDOWS
 
 LATE = "leased.late_result_fenced_out"
@@ -88,8 +89,12 @@ def _window(index: dict[str, Any], point: str) -> dict[str, Any]:
 
 def test_choose_takes_windows_leased_checks_and_the_windows_they_prove() -> None:
     windows, checks = choose([])
-    assert windows == list(WINDOWS.values()) and checks == list(LEASED_CHECKS.values())
-    assert choose([], everything=True, leased=False)[1] == []
+    assert windows == list(WINDOWS.values())
+    assert checks == [*LEASED_CHECKS.values(), *VESSEL_CHECKS.values()]
+    assert choose([], everything=True, leased=False)[1] == list(VESSEL_CHECKS.values())
+    two = "vessels.two_on_one_database"
+    assert choose([two], leased=False) == ([], [VESSEL_CHECKS[two]])
+    assert VESSEL_CHECKS[two].kind == KIND
     first = next(iter(WINDOWS))
     assert choose([first]) == ([WINDOWS[first]], [])
     assert choose(["leased.repeated_crashes"], leased=False) == (
@@ -141,4 +146,26 @@ def test_the_gate_refuses_to_ship_on_a_failed_stale_or_missing_leased_receipt() 
 
 def test_the_ci_policy_requires_the_leased_receipts() -> None:
     policy = gate.Policy.load(Path(__file__).parents[2] / "ci" / "gate.toml")
-    assert policy.require_receipts and policy.require_leased
+    assert policy.require_receipts and policy.require_leased and policy.require_vessels
+
+
+def test_the_index_and_the_gate_know_the_two_vessel_receipt(tmp_path: Path) -> None:
+    """The several-Vessel check has its own section in every index format, and the
+    gate blocks on it missing, failed or stale like any leased check."""
+    (name,) = VESSEL_CHECKS
+    receipt(tmp_path, name, "proved", kind=KIND)
+    index = write_index(tmp_path)
+    (entry,) = index["vessels"]
+    assert (entry["check"], entry["verdict"], entry["pids"]) == (name, "proved", [7])
+    assert entry["files"]["json"] == f"{name}.json"
+    assert name not in {e["check"] for e in index["leased"]}
+    assert f"| {name} | proved |" in (tmp_path / "index.md").read_text()
+    assert "Several Vessels on one database" in (tmp_path / "index.html").read_text()
+    result = gate.GateResult(digest=code_digest())
+    gate._vessel_receipts(index, result)
+    assert result.ship and [c.suite for c in result.checks] == ["vessel receipts"]
+    for doc in ({"vessels": []}, {"vessels": [{**entry, "verdict": "failed"}]},
+                {"vessels": [{**entry, "code_digest": "0" * 64}]}):
+        result = gate.GateResult(digest=code_digest())
+        gate._vessel_receipts(doc, result)
+        assert not result.ship

@@ -105,17 +105,19 @@ def test_reused_receipts_are_checked_not_proved_again(
 ) -> None:
     from harness.catalogue_check import code_digest
     from harness.receipts.leased_checks import LEASED_CHECKS
+    from harness.receipts.vessels import VESSEL_CHECKS
 
     def no_proving(*args: object) -> None:
         raise AssertionError("receipts proved again although reused")
 
     monkeypatch.setattr(gate, "_prove_receipts", no_proving)
     digest = code_digest()
-    everything = [*reuse.reachable_windows(), *LEASED_CHECKS]
+    everything = [*reuse.reachable_windows(), *LEASED_CHECKS, *VESSEL_CHECKS]
     _write_receipts(tmp_path / "all", everything, digest)
     result = gate.GateResult(digest=digest)
     gate._receipts(_receipts_policy(), tmp_path / "all", result, prove=False)
-    checked = [c for c in result.checks if c.suite in ("receipts", "leased receipts")]
+    checked = [c for c in result.checks
+               if c.suite in ("receipts", "leased receipts", "vessel receipts")]
     assert len(checked) == len(everything) and all(c.ok for c in checked)
 
     # A reachable window without its receipt is missing, not skipped; stale code fails.
@@ -123,8 +125,9 @@ def test_reused_receipts_are_checked_not_proved_again(
     _write_receipts(tmp_path / "short", [*short, *LEASED_CHECKS], digest)
     result = gate.GateResult(digest=digest)
     gate._receipts(_receipts_policy(), tmp_path / "short", result, prove=False)
-    failed = [c for c in result.checks if not c.ok]
-    assert [c.name for c in failed] == [reuse.reachable_windows()[0]]
+    failed = [(c.suite, c.name) for c in result.checks if not c.ok]
+    assert failed == [("receipts", reuse.reachable_windows()[0]),
+                      *(("vessel receipts", name) for name in VESSEL_CHECKS)]
     _write_receipts(tmp_path / "stale", everything, "0" * 64)
     result = gate.GateResult(digest=digest)
     gate._receipts(_receipts_policy(), tmp_path / "stale", result, prove=False)
