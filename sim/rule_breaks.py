@@ -96,6 +96,11 @@ async def _no_session_fence(self: RunEngine, intent: Intent, run_id: UUID | None
     return None
 
 
+def _session_never_busy(self: MemoryLedger, run: Run) -> Run | None:
+    """The ledger's half of the session fence, forgotten the same way (its companion)."""
+    return None
+
+
 async def _publish_marks_on_failure(self: RunEngine, delivery: RunDelivery) -> RunDelivery:
     """A publish that records PUBLISHED even when the broker never took the job."""
     result = await _ORIGINAL_PUBLISH(self, delivery)
@@ -381,6 +386,7 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
 }
 
 COMPANIONS: dict[str, list[tuple[object, str, object]]] = {
+    "no_session_fence": [(MemoryLedger, "_session_busy", _session_never_busy)],
     "evidence_repaired_twice": [(MemoryLedger, "evidence_debts", _every_terminal_run)],
     "delegate_resumed_unfinished": [
         (MemoryLedger, "readmit_after_delegate", _readmit_delegate_any_state),
