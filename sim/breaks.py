@@ -27,6 +27,7 @@ from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.app import profiles
+from runtime.app.lifespan import Lifespan
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable, ClaimLost
@@ -49,7 +50,9 @@ from runtime.models import (
 )
 from runtime.publish_fence import LateJob
 from runtime.recovery import debts, deliveries, orphans
+from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobInfo, JobStatus, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
@@ -331,6 +334,72 @@ async def _claim_catches_up(self: Worker, run_id: UUID, seq: int, token: str) ->
 
 
 _ORIGINAL_CLAIM_AND_HOP = Worker._claim_and_hop
+async def _claim_over_cancelling(
+    self: MemoryLedger, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
+) -> Claim:
+    """The claim CAS that also takes a Run gone CANCELLING at exactly this sequence: a
+    hop dequeued before the cancel (paused between dequeue and claim) claims it anyway
+    (caught by claim_is_exact in the paused scenario)."""
+    await enter()
+    run = self.run_table.get(run_id)
+    d = self.delivery_table.get((run_id, seq))
+    if run is None or d is None or run.status is not RunStatus.CANCELLING or run.seq != seq \
+            or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
+        return await _ORIGINAL_CLAIM(self, run_id, seq, boot_id, token, now)
+    run = self._put_run(run, status=RunStatus.RUNNING, started_at=run.started_at or now,
+                        updated_at=now)
+    d = self._put_delivery(d, state=DeliveryState.CLAIMED, claimed_boot=boot_id,
+                           claim_token=token, updated_at=now)
+    return Claim(claimed=True, run=run, delivery=d)
+
+
+async def _every_boot_dead(deps: object, delivery: RunDelivery | None) -> bool:
+    """Orphan recovery that takes every other boot for dead, its lease unread: a live
+    peer's hop is fenced and failed as lost (caught by orphans_of_earlier_boots)."""
+    return False
+
+
+def _always_steady(self: BootLeaseKeeper) -> bool:
+    """A boot that judges other boots by their leases whatever its own lease says: after
+    an outage that lapsed every lease, or while its own renewal still retries, it fails
+    a live peer's hops as lost (caught by orphans_of_earlier_boots in two_vessels)."""
+    return True
+
+
+async def _recorded_evidence_left(self: Relays, older_than_s: float) -> None:
+    """Relays that pay only their own process's evidence debts: a boot that died between
+    terminal truth and its Step, with no restart after it (a zombie's successor already
+    serves), leaves the Run without its terminal Step (caught by terminal_evidence_once)."""
+    return None
+
+
+async def _retire_any_dequeued_job(
+    self: DeliveryRecovery, run: Run, delivery: RunDelivery, job: JobInfo
+) -> DeliveryVerdict:
+    """Delivery recovery that retires every other boot's dequeued job, its taker's lease
+    unread: a live peer's job is fenced before that peer could claim it (caught by
+    orphans_of_earlier_boots)."""
+    if job.boot_id == self.engine.deps.boot_id:
+        return await _ORIGINAL_DEQUEUED(self, run, delivery, job)
+    return await self.redeliver_stranded(run, delivery, job)
+
+
+async def _checkpoint_unfenced(self: MemoryLedger, record: CheckpointRecord) -> bool:
+    """A checkpoint write that does not check the hop still holds its Run: a zombie's
+    hop, failed as lost meanwhile, stores its stasis anyway (fenced_holder_inert)."""
+    await enter()
+    self.checkpoint_table[record.run_id] = record
+    return True
+
+
+async def _serve_on_the_registration(self: Lifespan, lease: BootLeaseKeeper) -> None:
+    """Startup that serves on the lease it registered before reconciling: after a long
+    reconciliation its workers take jobs while peers may judge that lease expired."""
+    return None
+
+
+_ORIGINAL_CLAIM = MemoryLedger.claim_delivery
+_ORIGINAL_DEQUEUED = DeliveryRecovery._dequeued
 _ORIGINAL_EXECUTE = Worker._execute
 _ORIGINAL_PERFORM = Worker.perform_run
 _ORIGINAL_RECOVER = DeliveryRecovery.recover
@@ -373,10 +442,22 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "window_never_parked": (orphans, "_park_window", _never_park),
     "stale_claim_catches_up": (Worker, "_claim_and_hop", _claim_catches_up),
     "orphan_job_left_active": (orphans, "hop_key", _next_hop_key),
+    # Pauses, zombies and several Vessels (issues 15 and 18; sim.pause, sim.boot_checks).
+    "claim_over_cancelling": (MemoryLedger, "claim_delivery", _claim_over_cancelling),
+    "fence_live_boot": (orphans, "claimed_by_live_boot", _every_boot_dead),
+    "orphans_of_any_boot": (BootLeaseKeeper, "steady", _always_steady),
+    "recorded_evidence_left": (Relays, "_repair_recorded_evidence", _recorded_evidence_left),
+    "fence_peer_dequeued_job": (DeliveryRecovery, "_dequeued", _retire_any_dequeued_job),
+    "checkpoint_unfenced": (MemoryLedger, "save_checkpoint", _checkpoint_unfenced),
+    "lease_stale_at_ready": (Lifespan, "_renew_before_serving", _serve_on_the_registration),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 
 COMPANIONS.update({
+    # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker
+    # cancels the hop as it resumes) and the ledger refuses its writes by claim and
+    # sequence. The break removes both, as a maintainer who misread the rule in both.
+    "checkpoint_unfenced": [(orphans, "hop_key", _next_hop_key)],
     # Two boots failing one orphan, as two Vessels on one database do.
     "second_terminal_step_written": [(orphans, "write_or_owe", _two_boots_write_orphan_evidence)],
     # Breaks of the callers' terminal-evidence rules: the ledger would refuse the

@@ -25,6 +25,8 @@ from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim import delivery_checks
+from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
+from sim.boot_checks import BootChecks
 from sim.hop_checks import INVARIANTS as HOP_INVARIANTS
 from sim.hop_checks import HopChecks
 from sim.mutation_checks import INVARIANTS as MUTATION_INVARIANTS
@@ -43,7 +45,7 @@ from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
     from sim.leased import CallKey, ModelCall
-    from sim.world import World
+    from sim.world import Boot, World
 
 TERMINAL_STEP_KINDS = frozenset({"run.done", "run.failed", "run.cancelled"})
 
@@ -199,7 +201,7 @@ INVARIANTS.update(
     (name, Invariant(name, rule, source))
     for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
-                               *HOP_INVARIANTS)
+                               *HOP_INVARIANTS, *BOOT_INVARIANTS)
 )
 
 
@@ -246,6 +248,7 @@ class Checker:
         self.retry_checks = RetryChecks(self)
         self.mutation_checks = MutationChecks(self)
         self.hop_checks = HopChecks(self)
+        self.boot_checks = BootChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []
@@ -472,6 +475,7 @@ class Checker:
                           before=_brief(prev), after=_brief(run), delivery=_brief(before))
 
     def _delivery_changed(self, prev: RunDelivery | None, d: RunDelivery) -> None:
+        self.boot_checks.delivery_changed(prev, d)
         delivery_checks.delivery_moves_forward(self, prev, d)
         delivery_checks.published_has_job(self, prev, d)
         delivery_checks.held_released_by_hook(self, prev, d)
@@ -646,6 +650,8 @@ class Checker:
     def on_abort(self, boot: int, key: str) -> None:
         """As boot `boot` sends an abort for hop job `key` (before it applies)."""
         self._guarded(lambda: self.startup_checks.on_abort(boot, key))
+        if self.world.leased:
+            self._guarded(lambda: self.boot_checks.on_abort(boot, key))
 
     def on_swept(self, boot: int, key: str) -> None:
         """Boot `boot`'s broker sweep has just ended hop job `key` as aborted."""
@@ -659,6 +665,10 @@ class Checker:
         """As a claim commits (before the claimant hears of it)."""
         key = delivery.key if delivery is not None else "?"
         self._guarded(lambda: self.mutation_checks.claim_committed(boot_id, key))
+
+    def on_hop_write(self, boot: Boot, name: str, args: tuple[Any, ...]) -> None:
+        """Boot `boot`'s ledger write `name` changed something (fenced_holder_inert)."""
+        self._guarded(lambda: self.boot_checks.on_write(boot, name, args))
 
     def on_publish(self, key: str, run_id: UUID, seq: int) -> None:
         """As a publisher issues a broker publish (before it lands)."""
@@ -765,16 +775,21 @@ class Checker:
     def _check_no_live_job_after_terminal(self) -> None:
         live_boot = self.world.live_boot
         taken_by: dict[str, int | None] = {}
-        for rec in self.world.trace.records("job.dequeued"):
-            if rec["event"] == "job.dequeued":
-                taken_by[rec["data"]["key"]] = rec["boot"]
+        alive = {live_boot.number} if live_boot is not None else set()
+        if self.world.leased:  # boots overlap: the trace's boot is the newest, not the taker
+            taken_by.update(self.world.taken_by)
+            alive = {b.number for b in self.world.alive_boots()}
+        else:
+            for rec in self.world.trace.records("job.dequeued"):
+                if rec["event"] == "job.dequeued":
+                    taken_by[rec["data"]["key"]] = rec["boot"]
         runs = self.world.ledger.run_table
         for key, job in sorted(self.world.broker.jobs.items()):
             run = runs.get(job.info.run_id)
             if run is None or not run.status.terminal:
                 continue
             status = job.info.status
-            by_live = live_boot is not None and taken_by.get(key) == live_boot.number
+            by_live = taken_by.get(key) in alive
             if status is JobStatus.QUEUED or (status is JobStatus.ACTIVE and by_live):
                 self.fail("no_live_job_after_terminal", f"Run {run.id} is {run.status.value} "
                           f"but its hop job {key} is still {status.value}", run=_brief(run))

@@ -38,8 +38,11 @@ TOUCH_SLACK_S = 0.5
 LANES = {"runs": 4, "rites": 2}
 """The checker's copy of the in-process lane bounds (runtime.worker.Lanes)."""
 EPS = 1e-6
+HEARTBEAT_WINDOW_S = 120.0
+"""The broker's heartbeat timeout: a stall within it may have let the job's heartbeat lapse."""
 EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
-                   '"point":"steps.append"', '"event":"boot.crash"')
+                   '"point":"steps.append"', '"event":"boot.crash"', '"event":"boot.partition"')
+"""A partition (FaultKind.BOOT_PARTITION) fails a boot's Step appends like an outage."""
 
 PARKS = frozenset({"park_consent", "park_delegate", "park_service"})
 """A hardware wait keeps the hop (runtime.stasis.waits): it never parks one."""
@@ -82,9 +85,11 @@ class HopChecks:
         if call is None or call.key != key:
             return
         now = anyio.current_time()
+        world = self.checker.world
         if call.touches:
             gap = now - call.touches[-1]
-            if not TOUCH_EVERY_S - EPS <= gap <= TOUCH_EVERY_S + TOUCH_SLACK_S:
+            frozen = world.stalled_within(call.boot_id, call.touches[-1], now)  # a zombie
+            if not frozen and not TOUCH_EVERY_S - EPS <= gap <= TOUCH_EVERY_S + TOUCH_SLACK_S:
                 self.checker._guarded(lambda: self.checker.fail(
                     "hop_heartbeat", f"hop {key} touched its job {gap:.6g} s after its "
                     f"previous touch, not every {TOUCH_EVERY_S:g} s"))
@@ -92,8 +97,12 @@ class HopChecks:
 
     def swept(self, key: str) -> None:
         mc = self.checker.mutation_checks
+        world = self.checker.world
+        now = anyio.current_time()
+        # A stalled boot touches nothing: the sweep retiring its job is what presumes it dead.
         live = [c for c in mc.running if c.key == key and c.claimed
-                and any(b.alive for b in self.checker.world.boots if b.id == c.boot_id)]
+                and any(b.alive for b in world.boots if b.id == c.boot_id)
+                and not world.stalled_within(c.boot_id, now - HEARTBEAT_WINDOW_S, now)]
         if live:
             self.checker._guarded(lambda: self.checker.fail(
                 "hop_heartbeat", f"the heartbeat sweep aborted {key} while its hop still "

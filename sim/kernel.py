@@ -90,7 +90,9 @@ async def _quiescent(world: World, deadline: float, vessel: bool = True) -> bool
             continue
         settled = all(r.status.terminal for r in world.ledger.run_table.values())
         if settled and boot.worker.in_flight == 0 and not boot.worker.evidence_debt \
-                and not world.ledger.checkpoint_table:  # the cleanup debt is paid too
+                and not world.ledger.checkpoint_table \
+                and all(b.worker.in_flight == 0 and not b.worker.evidence_debt
+                        for b in world.alive_boots()):  # the cleanup debt is paid too
             return True
     return False
 

@@ -196,7 +196,7 @@ RULES: tuple[Rule, ...] = (
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
          ("liveness", "effect_under_claim", "settlement_fenced",
-          "abandoned_only_after_sweep"), ("crashloop",),
+          "abandoned_only_after_sweep", "orphans_of_earlier_boots"), ("crashloop",),
          (_b("orphan_own_boot", "crashloop", 1),)),
     Rule("relays.abandoned_hop", S000, "Cancellation, mutation, and recovery",
          "a hop of the live boot whose exact broker job a sweep aborted under its claim (any "
@@ -239,6 +239,46 @@ RULES: tuple[Rule, ...] = (
          "outlasts it rather than failing a Run whose effect may already have happened",
          ("retry_outlasts_blip", "transient_never_fails_a_run"), ("basic",),
          (_b("short_ledger_retry", "basic", 4),)),
+    # -- pauses, zombies and several Vessels (issue 18 item 2, issue 15 item 1) ----------
+    Rule("claim.refused_while_cancelling", S000, "Cancellation, mutation, and recovery",
+         "a hop dequeued before its Run went CANCELLING (paused between dequeue and claim "
+         "while the cancel committed) never claims it: the claim CAS takes only a QUEUED Run",
+         ("claim_is_exact",), ("paused",), (_b("claim_over_cancelling", "paused", 1),)),
+    Rule("boots.live_peer_not_fenced", S000, "Cancellation, mutation, and recovery",
+         "with several Vessels on one database a hop claimed by another boot is fenced and "
+         "failed as lost only once that boot's lease expired; a live peer's hops are left alone",
+         ("orphans_of_earlier_boots",), ("two_vessels",),
+         (_b("fence_live_boot", "two_vessels", 1),)),
+    Rule("boots.judge_only_when_steady", S000, "Cancellation, mutation, and recovery",
+         "a boot judges other boots dead by their leases only while its own lease is steady: "
+         "not right after it registered, after its own lease lapsed, nor while its renewal "
+         "still retries through an outage that lapses every lease",
+         ("orphans_of_earlier_boots",), ("two_vessels",),
+         (_b("orphans_of_any_boot", "two_vessels", 11),)),
+    Rule("boots.renewed_before_serving", S000, "Cancellation, mutation, and recovery",
+         "a boot renews its lease after reconciling and before any worker takes a job, so a "
+         "reconciliation longer than the renewal period never leaves it serving on a lease "
+         "its peers may judge expired",
+         ("orphans_of_earlier_boots",), ("two_vessels",),
+         (_b("lease_stale_at_ready", "two_vessels", 18),)),
+    Rule("boots.peer_dequeued_job_not_fenced", S000, "Cancellation, mutation, and recovery",
+         "startup and the relay fence an active job older than the boot only when no other "
+         "boot's lease is live: a live peer may have dequeued it and not claimed it yet",
+         ("orphans_of_earlier_boots",), ("two_vessels", "zombies"),
+         (_b("fence_peer_dequeued_job", "two_vessels", 1),)),
+    Rule("boots.fenced_holder_inert", S000, "Admission and exact claim",
+         "a zombie's hop, failed as lost while its boot was presumed dead, changes nothing "
+         "once it resumes: orphan recovery aborts its job (the worker cancels the hop) and the "
+         "ledger refuses its settlement, checkpoint, consent, agent job and park by claim and "
+         "sequence (its queued Steps still land: an open finding)",
+         ("fenced_holder_inert", "settlement_fenced"), ("zombies", "two_vessels"),
+         (_b("checkpoint_unfenced", "zombies", 1),)),
+    Rule("relays.recorded_evidence_debts", S000, "Events, settlement, and waits",
+         "with several Vessels the relays also pay the ledger's recorded terminal-evidence "
+         "debts, so a Run whose boot died between terminal truth and its Step (and was not "
+         "restarted: a zombie's successor already serves) still gets exactly one terminal Step",
+         ("terminal_evidence_once",), ("zombies",),
+         (_b("recorded_evidence_left", "zombies", 3),)),
     # -- seed 000, "Service job attempts" ------------------------------------------------
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "

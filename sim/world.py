@@ -88,7 +88,7 @@ class Boot(Incarnation):
         self.vessel = build_vessel(self.deps, registry=world.registry)
         # The PostgreSQL profile is strict: a degraded reconciliation refuses to start,
         # and the world reboots until it can (the checker sees it in the trace).
-        self.lifespan = Lifespan(self.vessel, strict=True)
+        self.lifespan = Lifespan(self.vessel, strict=True, boot_lease_s=world.boot_lease_s)
         self.engine = self.vessel.engine
         self.worker = self.vessel.worker
         self.canceller = self.lifespan.canceller
@@ -98,6 +98,18 @@ class Boot(Incarnation):
         """Hop keys this boot's probes report active without a start (START_UNRECORDED)."""
         self.drifted: set[str] = set()
         """Hop keys whose delivery row this boot reads out of step (DELIVERY_DRIFT)."""
+        self.frozen_until = 0.0
+        """While virtual time is before this, the boot is stalled (FaultKind.BOOT_STALL)."""
+        self.partitioned_until = 0.0
+        """While virtual time is before this, only this boot cannot reach the database."""
+        self.stalls: list[tuple[float, float]] = []
+        """(from, until) of every stall: the process did nothing then, touches included."""
+        self.unreachable: list[tuple[float, float]] = []
+        """(from, until) of every stall and partition: a lease lapsed within one is this
+        boot's own doing (sim.boot_checks)."""
+        self.gone: anyio.Event | None = None
+        """Set once the world counts this boot out (crash, stop, presumed dead): in a
+        world of leased boots its slot then starts a successor (World.run_boots)."""
 
     def _services(self, world: World) -> ServiceContext:
         """Service waits of this boot: the world's attempts and provider, through
@@ -115,9 +127,45 @@ class Boot(Incarnation):
             return
         self.alive = False
         self.scope.cancel()
-        if self.world.live_boot is self:
-            self.world.live_boot = None
+        self._leave()
         self.world.trace.emit("world", "boot.crash", boot=self.number, reason=reason)
+
+    def _leave(self) -> None:
+        """Clients stop reaching this boot; they reach another serving one, if any."""
+        if self.world.live_boot is self:
+            self.world.live_boot = self.world.serving_peer(self)
+        if self.gone is not None:
+            self.gone.set()
+
+    @property
+    def frozen(self) -> bool:
+        return anyio.current_time() < self.frozen_until
+
+    def partitioned(self) -> bool:
+        return not self.world.injector.healed and anyio.current_time() < self.partitioned_until
+
+    def stall(self, seconds: float) -> None:
+        """A zombie: the process freezes (every seam call waits), its lease lapses and the
+        world presumes it dead and starts a successor; after `seconds` it goes on."""
+        now = anyio.current_time()
+        self.frozen_until = max(self.frozen_until, now + seconds)
+        self.stalls.append((now, self.frozen_until))
+        self.unreachable.append((now, self.frozen_until))
+        self.world.trace.emit("world", "boot.stall", boot=self.number, seconds=seconds)
+        self._leave()
+
+    def partition(self, seconds: float) -> None:
+        """Only this boot loses the database for `seconds`; it keeps serving and retrying."""
+        now = anyio.current_time()
+        self.partitioned_until = max(self.partitioned_until, now + seconds)
+        self.unreachable.append((now, self.partitioned_until))
+        self.world.trace.emit("world", "boot.partition", boot=self.number, seconds=seconds)
+
+    async def thaw(self) -> None:
+        """Wait while stalled; a crash meanwhile ends the call."""
+        while anyio.current_time() < self.frozen_until:
+            await anyio.sleep(self.frozen_until - anyio.current_time())
+        self.check_alive()
 
     def stop(self) -> None:
         """A graceful restart: leave serving and run the lifespan's shutdown."""
@@ -143,7 +191,7 @@ class Boot(Incarnation):
                 await self.stopping.wait()
                 self.world.trace.emit("world", "boot.stopping", boot=self.number)
                 if self.world.live_boot is self:
-                    self.world.live_boot = None
+                    self.world.live_boot = self.world.serving_peer(self)
         except (StartupRefused, ShutdownIncomplete) as exc:
             self.world.trace.emit("world", "boot.refused", reason=str(exc))
             self.crash(type(exc).__name__)
@@ -173,7 +221,8 @@ class Boot(Incarnation):
         )
         self.world.checker.on_startup_done(self.number, report.degraded)
         self.ready = True
-        self.world.live_boot = self
+        if not self.frozen:
+            self.world.live_boot = self
 
     def _classify(self, exc: BaseException) -> None:
         cancelled = anyio.get_cancelled_exc_class()
@@ -255,6 +304,17 @@ class World:
     seq_watch: dict[str, tuple[int, anyio.Event]] = field(default_factory=dict)
     """Pending stale redeliveries (FaultKind.STALE_REDELIVERY): Run id -> the old
     sequence and the event set once the Run's sequence moves on."""
+    boot_lease_s: float | None = None
+    """With a lease, every boot registers in the boot registry and renews its lease, as
+    on PostgreSQL (issue 15): set by scenarios of zombie and concurrent boots."""
+    vessels: int = 1
+    """Vessel processes serving the one database at once, each restarted after a death."""
+    writer: Boot | None = None
+    """The boot whose ledger write the checker is looking at (set by SimLedger)."""
+    taken_by: dict[str, int] = field(default_factory=dict)
+    """Hop key -> the boot whose worker last dequeued its job (worlds of leased boots)."""
+    aborted_by: dict[str, int] = field(default_factory=dict)
+    """Hop key -> the boot that last sent its job an abort (worlds of leased boots)."""
     background: anyio.abc.TaskGroup | None = None
     """The simulation's own task group: actors that outlive a scenario phase run here."""
     checker: Checker = field(init=False)
@@ -271,6 +331,27 @@ class World:
         self.model = SimModel(self)
         self.provider = SimProvider(self)
         self.stop = anyio.Event()
+
+    @property
+    def leased(self) -> bool:
+        """Boots register leases and may overlap (zombies, several Vessels)."""
+        return self.boot_lease_s is not None
+
+    def serving_peer(self, leaving: Boot) -> Boot | None:
+        """Another ready boot that clients can reach instead of `leaving` (newest first)."""
+        for boot in reversed(self.boots):
+            if boot is not leaving and boot.alive and boot.ready and not boot.frozen \
+                    and not boot.stopping.is_set():
+                return boot
+        return None
+
+    def stalled_within(self, boot_id: str, start: float, end: float) -> bool:
+        """Whether boot `boot_id` was stalled at some moment of [start, end]."""
+        return any(b.id == boot_id and any(s <= end and start <= u for s, u in b.stalls)
+                   for b in self.boots)
+
+    def alive_boots(self) -> list[Boot]:
+        return [boot for boot in self.boots if boot.alive]
 
     def work_items(self) -> int:
         """Leased jobs and service attempts (besides Runs) this world holds."""
@@ -305,7 +386,16 @@ class World:
         return await boot.call(fn)
 
     async def run_boots(self) -> None:
-        """Boot, run until crashed, wait a virtual delay, boot again; forever."""
+        """Boot, run until crashed, wait a virtual delay, boot again; forever.
+
+        In a world of leased boots each of `vessels` slots does so, and a slot counts
+        its boot out as soon as it is presumed dead (stalled): the zombie goes on in
+        the background and its successor starts beside it."""
+        if self.leased:
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.vessels):
+                    tg.start_soon(self._slot)
+            return
         low, high = self.injector.options.restart_delay_s
         while True:
             boot = Boot(self, len(self.boots) + 1)
@@ -317,6 +407,27 @@ class World:
             # The downtime runs outside the boot's (cancelled) scope: inside it the
             # sleep returned at once and every restart was instantaneous.
             await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
+
+    async def _slot(self) -> None:
+        low, high = self.injector.options.restart_delay_s
+        while True:
+            boot = Boot(self, len(self.boots) + 1)
+            boot.gone = anyio.Event()
+            self.boots.append(boot)
+            self.spawn(self._live, boot)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._random_crash, boot)
+                await boot.gone.wait()
+                tg.cancel_scope.cancel()
+            await anyio.sleep(round(self.streams.restarts.uniform(low, high), 3))
+
+    @staticmethod
+    async def _live(boot: Boot) -> None:
+        try:
+            await boot.run()
+        finally:
+            assert boot.gone is not None
+            boot.gone.set()
 
     async def _random_crash(self, boot: Boot) -> None:
         at = self.injector.roll_boot_crash(anyio.current_time())

@@ -96,6 +96,8 @@ class Lifespan:
     one process owns the ledger (memory profile) and registers nothing."""
     canceller: Canceller = field(init=False)
     status: LifespanStatus = field(init=False)
+    relays: Relays | None = field(init=False, default=None)
+    """This boot's relays once it serves (read by tests and the simulator's pauses)."""
     _startup: anyio.CancelScope = field(init=False, default_factory=anyio.CancelScope)
     _interrupted: bool = field(init=False, default=False)
 
@@ -104,6 +106,19 @@ class Lifespan:
         self.vessel.engine.evidence_debt = debt
         self.canceller = Canceller(self.vessel.deps, bus=self.vessel.worker.bus, evidence_debt=debt)
         self.status = LifespanStatus(boot_id=self.vessel.deps.boot_id)
+
+    @staticmethod
+    async def _renew_before_serving(lease: BootLeaseKeeper) -> None:
+        """Renew the lease once more before any worker claims: a reconciliation longer
+        than the lease's renewal period would otherwise leave the boot serving on a
+        lease that peers may already judge expired, until its first renewal (found by
+        the simulator's two_vessels scenario: a peer retired a job it had just taken).
+        A failed renewal is only logged; the lease part retries it."""
+        try:
+            await lease.renew_once()
+        except Exception as exc:
+            log.warning("boot %s: lease not renewed before serving: %r",
+                        lease.deps.boot_id, exc)
 
     def interrupt(self) -> None:
         """Stop a startup still in progress (call it on the event loop's thread).
@@ -139,10 +154,13 @@ class Lifespan:
                 self.status.phase = "refused"
                 raise StartupRefused(report.degraded_reasons)
             log.warning("startup reconciliation degraded (best effort): %s", self.status.degraded)
+        if lease is not None:
+            await self._renew_before_serving(lease)
         relays = Relays(self.vessel.engine, cutoff, self.canceller,
                         self.vessel.worker.evidence_debt,
                         live_claims=self.vessel.worker.live_claims,
                         every_s=self.relay_every_s, lease=lease)
+        self.relays = relays
         body_failed = False
         incomplete: ShutdownIncomplete | None = None
         async with anyio.create_task_group() as tg:

@@ -37,6 +37,7 @@ from datetime import datetime
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
+from runtime.recovery.boot_lease import Judge, may_judge
 from runtime.seams import JobInfo, JobStatus
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ STRANDED = "retired: dequeued by a boot that died before claiming it"
 class DeliveryRecovery:
     engine: RunEngine
     boot_cutoff: datetime
-    may_fence_others: bool = True
+    may_fence_others: Judge = True
     """False while this boot cannot yet judge other boots dead by their leases
     (runtime.recovery.boot_lease): their dequeued jobs are left for later."""
 
@@ -116,8 +117,9 @@ class DeliveryRecovery:
         deps = self.engine.deps
         assert job.boot_id is not None
         mine = job.boot_id == deps.boot_id
-        if mine or not self.may_fence_others \
-                or await deps.ledger.boot_alive(job.boot_id, deps.clock.now()):
+        if mine or not may_judge(self.may_fence_others) \
+                or await deps.ledger.boot_alive(job.boot_id, deps.clock.now()) \
+                or not may_judge(self.may_fence_others):  # asked again after the read
             if delivery.state is DeliveryState.PENDING:
                 await deps.ledger.mark_published(run.id, run.seq, deps.clock.now())
             return DeliveryVerdict.RETAINED if mine else DeliveryVerdict.LIVE_ELSEWHERE

@@ -39,6 +39,7 @@ from runtime.events.repair import write_or_owe
 from runtime.graph.snapshots import Checkpoint, NodeSnapshot
 from runtime.keys import hop_key
 from runtime.models import CheckpointRecord, ConsentStatus, Run, RunDelivery
+from runtime.recovery.boot_lease import Judge, may_judge
 from runtime.seams import Deps, JobStatus
 from runtime.stasis.consent import refire_consent
 
@@ -64,7 +65,7 @@ async def recover_orphan(
     run: Run,
     live_claims: Collection[str] | None = None,
     *,
-    may_fence_others: bool = True,
+    may_fence_others: Judge = True,
 ) -> OrphanVerdict:
     """`live_claims`: the claim tokens of this process's running hops (the relay
     passes the worker's); None (startup, before any hop) leaves every claim of
@@ -78,7 +79,8 @@ async def recover_orphan(
         if live_claims is None or not await abandoned(engine, delivery, live_claims):
             return OrphanVerdict.LIVE
         return await _recover_abandoned(engine, canceller, run, delivery)
-    if not may_fence_others or await claimed_by_live_boot(deps, delivery):
+    if not may_judge(may_fence_others) or await claimed_by_live_boot(deps, delivery) \
+            or not may_judge(may_fence_others):  # asked again once the lease is read
         return OrphanVerdict.LIVE_ELSEWHERE  # re-examined once that boot's lease expires
     key = hop_key(run.id, run.seq)
     job = await deps.broker.probe(key)

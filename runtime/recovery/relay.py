@@ -15,6 +15,14 @@ whose best-effort deletion failed are deleted again. Each uses the same
 code as startup; a QUEUED Run whose delivery truth degraded the pass (missing
 or mismatched row, active job without a trustworthy start) keeps its page in
 the revisit queue until it recovers. Exceptions are isolated per Run within a pass.
+
+With a boot lease (several Vessels on one database, issue 15) the relay also
+pays the ledger's recorded terminal-evidence debts, one page a pass: a boot
+that died between a Run's terminal truth and its Step is not always followed
+by a restart whose startup would pay it (a zombie's successor is already
+serving). Only debts older than a lease are taken, so a live hop of another
+boot writes its own Step first; the ledger's refusal of a second terminal
+Step keeps the repair exactly once even if it does not.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 import anyio
@@ -35,6 +43,7 @@ from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.cleanup import pay_cleanup_debt
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.orphans import OrphanVerdict, recover_orphan
+from runtime.recovery.pages import PAGE_SIZE
 from runtime.recovery.scheduler import Cursor, PageScheduler
 from runtime.stasis.consent import refire_consent
 from runtime.stasis.delegate import refresh_delegate
@@ -60,6 +69,8 @@ class Relays:
     pages: dict[RunStatus, PageScheduler] = field(default_factory=dict)
     lease: BootLeaseKeeper | None = None
     """This boot's lease (several Vessels on one database); None: the only boot."""
+    evidence_cursor: tuple[datetime, UUID] | None = None
+    """Where the next page of recorded evidence debts starts (with a lease only)."""
 
     async def run_forever(self) -> None:
         while True:
@@ -68,8 +79,7 @@ class Relays:
 
     async def pass_once(self) -> None:
         """One bounded pass: per status, one revisit page and one forward page."""
-        recovery = DeliveryRecovery(self.engine, self.boot_cutoff,
-                                    may_fence_others=self.lease is None or self.lease.steady())
+        recovery = DeliveryRecovery(self.engine, self.boot_cutoff, may_fence_others=self._judge)
         await self._step(RunStatus.CANCELLING, self._cancel)
         await self._step(RunStatus.RUNNING, self._orphan)
         await self._step(RunStatus.AWAITING_HARDWARE, self._orphan)
@@ -78,6 +88,8 @@ class Relays:
         await self._step(RunStatus.AWAITING_SERVICE, self._service)
         await self._step(RunStatus.QUEUED, lambda r: self._delivery(recovery, r))
         await self._repair_evidence()
+        if self.lease is not None:
+            await self._repair_recorded_evidence(self.lease.lease_s)
         await self._pay_cleanup()
 
     async def _step(self, status: RunStatus, visit: Callable[[Run], Awaitable[bool]]) -> None:
@@ -105,11 +117,14 @@ class Relays:
         return (await self.canceller.cancel(run.id)).status.terminal
 
     async def _orphan(self, run: Run) -> bool:
-        judge = self.lease is None or self.lease.steady()
         verdict = await recover_orphan(self.engine, self.canceller, run, self.live_claims,
-                                       may_fence_others=judge)
+                                       may_fence_others=self._judge)
         # Another live boot's hop is revisited: it becomes ours once its lease expires.
         return verdict not in (OrphanVerdict.UNCONTAINED, OrphanVerdict.LIVE_ELSEWHERE)
+
+    def _judge(self) -> bool:
+        """Asked at each judgement of another boot, not once per pass or visit."""
+        return self.lease is None or self.lease.steady()
 
     async def _consent(self, run: Run) -> bool:
         return await refire_consent(self.engine, run) is not None
@@ -137,6 +152,27 @@ class Relays:
             log.warning("relay: checkpoint debts not read: %r", exc)
             return
         self.errors += len(still_owed)
+
+    async def _repair_recorded_evidence(self, older_than_s: float) -> None:
+        """One page of the ledger's evidence debts, of Runs terminal for over a lease."""
+        deps = self.engine.deps
+        try:
+            page = await deps.ledger.evidence_debts(self.evidence_cursor, PAGE_SIZE)
+        except Exception as exc:  # the next pass reads the page again
+            self.errors += 1
+            log.warning("relay: recorded evidence debts not read: %r", exc)
+            return
+        last = page[-1] if len(page) == PAGE_SIZE else None
+        self.evidence_cursor = (last.updated_at, last.id) if last is not None else None
+        settled_before = deps.clock.now() - timedelta(seconds=older_than_s)
+        for run in page:
+            if run.updated_at > settled_before:
+                continue  # its own hop may still be writing the Step; a later pass looks
+            try:
+                await repair_terminal_evidence(deps, run)
+            except Exception as exc:
+                self.errors += 1
+                log.warning("relay: evidence of Run %s not repaired: %r", run.id, exc)
 
     async def _repair_evidence(self) -> None:
         deps = self.engine.deps

@@ -20,6 +20,8 @@ CRASH_KINDS = (FaultKind.CRASH, FaultKind.WORKER_CRASH)
 STARTUP_KINDS = (FaultKind.START_UNRECORDED, FaultKind.DELIVERY_DRIFT)
 """Both count against `max_startup_faults`: a strict startup refuses on each, and a
 world whose every boot were refused would never serve again."""
+STALL_KINDS = (FaultKind.BOOT_STALL, FaultKind.BOOT_PARTITION)
+"""Both count against `max_stalls`."""
 
 
 @dataclass
@@ -66,6 +68,9 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.START_UNRECORDED: "start_unrecorded_per_probe",
     FaultKind.DELIVERY_DRIFT: "delivery_drift_per_read",
     FaultKind.STALE_REDELIVERY: "stale_redelivery_per_hop",
+    FaultKind.PAUSE: "pause_per_point_hit",
+    FaultKind.BOOT_STALL: "stall_per_point_hit",
+    FaultKind.BOOT_PARTITION: "partition_per_point_hit",
 }
 """The option that gives each fault kind its probability per opportunity."""
 
@@ -78,6 +83,7 @@ class Injector:
     healed: bool = False
     crashes: int = 0
     startup_faults: int = 0
+    stalls: int = 0
     fired: list[PlannedFault] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
 
@@ -111,7 +117,20 @@ class Injector:
             return round(self.rng.uniform(0.0, self.options.max_redelivery_delay_s), 3)
         if kind is FaultKind.LOOKUP_LIES:
             return round(self.rng.uniform(20.0, 300.0), 3)
+        if kind is FaultKind.PAUSE:
+            return round(self.rng.uniform(0.0, self.options.max_pause_s), 3)
+        if kind is FaultKind.BOOT_STALL:
+            return round(self.rng.uniform(*self.options.stall_s), 3)
+        if kind is FaultKind.BOOT_PARTITION:
+            return round(self.rng.uniform(*self.options.partition_s), 3)
         return 0.0
+
+    def _action(self, kind: FaultKind) -> str | None:
+        if kind is not FaultKind.PAUSE:
+            return None
+        from sim.pause import ACTIONS
+
+        return self.rng.choice(ACTIONS).value
 
     def hit(self, point: str, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:
         """Count a hit of `point`; return the fault that fires there, if any."""
@@ -138,8 +157,11 @@ class Injector:
                 if kind in STARTUP_KINDS and \
                         self.startup_faults >= self.options.max_startup_faults:
                     continue
+                if kind in STALL_KINDS and self.stalls >= self.options.max_stalls:
+                    continue
                 return PlannedFault(
-                    trigger=AtPoint(point=point, nth=nth), fault=kind, amount=self._amount(kind)
+                    trigger=AtPoint(point=point, nth=nth), fault=kind, amount=self._amount(kind),
+                    action=self._action(kind),
                 )
         return None
 
@@ -151,6 +173,8 @@ class Injector:
             self.crashes += 1
         if pf.fault in STARTUP_KINDS:
             self.startup_faults += 1
+        if pf.fault in STALL_KINDS:
+            self.stalls += 1
 
     # -- time-triggered crashes --------------------------------------------
 

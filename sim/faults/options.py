@@ -139,6 +139,33 @@ class FaultOptions(BaseModel):
         description="start_unrecorded and delivery_drift fires per simulation at most: each "
         "may refuse one strict startup, so the refusals end and the world boots again",
     )
+    pause_per_point_hit: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a hop pauses at a pause point (sim.pause.PAUSE_POINTS) while an "
+        "operator or relay action runs, then resumes",
+    )
+    max_pause_s: float = Field(default=5.0, ge=0, description="longest wait for the action")
+    stall_per_point_hit: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a boot freezes at a catalogued point for longer than its lease "
+        "(a zombie: presumed dead, then it resumes)",
+    )
+    partition_per_point_hit: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a boot alone loses the database for longer than its lease",
+    )
+    stall_s: tuple[float, float] = Field(
+        default=(40.0, 120.0), description="how long a stall lasts"
+    )
+    partition_s: tuple[float, float] = Field(
+        default=(20.0, 28.0),
+        description="how long a partition lasts: past a 15 s boot lease, within the 30 s "
+        "retry budget (runtime.retry), so the cut-off boot's hops outlast it and peers fence "
+        "them meanwhile",
+    )
+    max_stalls: int = Field(
+        default=2, ge=0, description="stalls and partitions per simulation at most"
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -173,6 +200,9 @@ class FaultOptions(BaseModel):
             (FaultKind.START_UNRECORDED, self.start_unrecorded_per_probe),
             (FaultKind.DELIVERY_DRIFT, self.delivery_drift_per_read),
             (FaultKind.STALE_REDELIVERY, self.stale_redelivery_per_hop),
+            (FaultKind.PAUSE, self.pause_per_point_hit),
+            (FaultKind.BOOT_STALL, self.stall_per_point_hit),
+            (FaultKind.BOOT_PARTITION, self.partition_per_point_hit),
         ]
         return [kind for kind, p in pairs if p > 0]
 

@@ -56,6 +56,15 @@ class FaultKind(enum.StrEnum):
     STALE_REDELIVERY = "stale_redelivery"
     """A finished hop's key is delivered to a worker again `amount` seconds later (a stale
     duplicate job), typically after its Run's sequence moved on (seed 000, exact claim)."""
+    # Pause here, act, resume (sim.pause): the hop waits at its point while an
+    # operator or relay action (`PlannedFault.action`) runs, for at most `amount` s.
+    PAUSE = "pause"
+    # Zombie and partitioned incarnations (issue 15 item 1, issue 18 item 2): the
+    # boot is presumed dead while it is unreachable for `amount` s, then goes on.
+    BOOT_STALL = "boot_stall"
+    """The boot freezes (every seam call waits), so its lease lapses; a successor starts."""
+    BOOT_PARTITION = "boot_partition"
+    """Only this boot loses the database (its ledger calls fail) for `amount` s."""
 
 
 class AtPoint(BaseModel):
@@ -79,12 +88,16 @@ class PlannedFault(BaseModel):
     trigger: Trigger
     fault: FaultKind
     amount: float = Field(default=0.0, ge=0, description="seconds, for latency and delay")
+    action: str | None = Field(
+        default=None, description="for a pause: the action fired meanwhile (sim.pause.Action)"
+    )
 
     def describe(self) -> str:
         t = self.trigger
         where = f"{t.point}#{t.nth}" if isinstance(t, AtPoint) else f"t={t.at:g}s"
         extra = f" {self.amount:g}s" if self.amount else ""
-        return f"{self.fault.value}{extra} @ {where}"
+        act = f" {self.action}" if self.action else ""
+        return f"{self.fault.value}{act}{extra} @ {where}"
 
 
 class FaultPlan(BaseModel):

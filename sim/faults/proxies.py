@@ -28,7 +28,9 @@ from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
 from runtime.worker import HopOutcome
 from sim import retry_checks
-from sim.faults.plan import FaultKind
+from sim.clock import EPOCH
+from sim.faults.plan import FaultKind, PlannedFault
+from sim.pause import DEQUEUED, PAUSE_POINTS, pause
 
 if TYPE_CHECKING:
     from sim.world import Boot
@@ -41,6 +43,9 @@ LEDGER_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKin
 PUBLISH = (FaultKind.PUBLISH_FAIL, FaultKind.ACK_LOST, FaultKind.DELAYED_DELIVERY)
 DELIVER = (FaultKind.DUPLICATE_DELIVERY,)
 STEP = (FaultKind.STEP_STALL, FaultKind.STEP_APPEND_FAIL)
+STALLS = (FaultKind.BOOT_STALL, FaultKind.BOOT_PARTITION)
+HOLDS = (FaultKind.PAUSE, *STALLS)
+"""Faults that hold a boot at a point and then let it go on (sim.pause, zombies)."""
 DRIFTS = (DeliveryState.CLAIMED, DeliveryState.SETTLED, DeliveryState.FAILED)
 """What a drifted delivery row reads as (chosen by the Run id: no random draw)."""
 
@@ -50,8 +55,20 @@ class _Guarded:
         self.boot = boot
         self.world = boot.world
 
+    async def _hold(self) -> None:
+        """A stalled boot's call waits until the boot thaws (FaultKind.BOOT_STALL)."""
+        if self.boot.frozen:
+            await self.boot.thaw()
+
+    def _refuse_partitioned(self, name: str) -> None:
+        """Only this boot cannot reach the database (FaultKind.BOOT_PARTITION)."""
+        if self.boot.partitioned():
+            raise LedgerUnavailable(f"boot {self.boot.number} is cut off from the database "
+                                    f"until t={self.boot.partitioned_until:g}: {name}")
+
     async def _guard(self, op: Callable[[], Awaitable[T]]) -> T:
         """Run `op` with the liveness gate installed for this task."""
+        await self._hold()
         self.boot.check_alive()
         token = BEFORE_APPLY.set(self.boot.check_alive)
         try:
@@ -81,12 +98,28 @@ class _Guarded:
         return True
 
     def _fire(self, point: str, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind | None, float]:
+        pf = self._hit(point, kinds)
+        return (None, 0.0) if pf is None else (pf.fault, pf.amount)
+
+    def _hit(self, point: str, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:
         pf = self.world.injector.hit(point, kinds)
         if pf is None:
-            return None, 0.0
+            return None
+        extra = {"action": pf.action} if pf.action else {}
         self.world.trace.emit("faults", "fault.fired", point=point, fault=pf.fault,
-                              amount=pf.amount)
-        return pf.fault, pf.amount
+                              amount=pf.amount, **extra)
+        return pf
+
+    async def _held(self, pf: PlannedFault, point: str, run_id: UUID | None) -> None:
+        """The faults that hold a boot at a point and let it go on: a pause (an action
+        fires meanwhile), a stall (a zombie) or a partition from the database."""
+        if pf.fault is FaultKind.PAUSE and run_id is not None:
+            await pause(self.boot, point, run_id, pf)
+        elif pf.fault is FaultKind.BOOT_STALL:
+            self.boot.stall(pf.amount)
+            await self.boot.thaw()
+        elif pf.fault is FaultKind.BOOT_PARTITION:
+            self.boot.partition(pf.amount)
 
 
 LEDGER_READS = (
@@ -143,7 +176,9 @@ class SimLedger(_Guarded):
     async def _attempt(
         self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None
     ) -> T:
+        await self._hold()
         self.boot.check_alive()
+        self._refuse_partitioned(name)
         self._refuse_during_outage(name)
         if name == "append_step":
             await self._step_faults()
@@ -162,6 +197,7 @@ class SimLedger(_Guarded):
             raise LedgerUnavailable(f"injected transient error before commit of {name}")
         result = await self._guard(op)
         if write:
+            self.world.writer = self.boot
             self.world.after_transaction(name)
         if write:
             self.world.checker.mutation_checks.wrote(name, result)
@@ -199,15 +235,21 @@ class SimLedger(_Guarded):
 
     async def register_boot(self, boot_id: str, lease_s: float, now: datetime) -> None:
         self.boot.check_alive()
+        self._refuse_partitioned("register_boot")
         await self._guard(lambda: self.inner.register_boot(boot_id, lease_s, now))
 
     async def renew_boot(self, boot_id: str, lease_s: float, now: datetime) -> bool:
+        await self._hold()
         self.boot.check_alive()
+        self._refuse_partitioned("renew_boot")
+        self._refuse_during_outage("renew_boot")
         return await self._guard(lambda: self.inner.renew_boot(boot_id, lease_s, now))
 
     async def boot_alive(self, boot_id: str, now: datetime) -> bool:
         self.boot.check_alive()
+        self._refuse_partitioned("boot_alive")
         return await self._guard(lambda: self.inner.boot_alive(boot_id, now))
+
 
     def _refuse_stuck(self, run_id: str, fired: bool) -> None:
         """A stuck checkpoint refuses its deletion (nothing applied) until heal."""
@@ -268,9 +310,11 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             self._notify_moved(_run_of(args))
         if name == "get_delivery":
             result = self.drift(result)
+        changed = result is not None and result is not False
         if write and name != "append_step":
-            self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args),
-                                  changed=result is not None and result is not False)
+            self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args), changed=changed)
+        if write and changed and self.world.leased:
+            self.world.checker.on_hop_write(self.boot, name, args)
         return result
 
     method.__name__ = name
@@ -294,7 +338,8 @@ class SimBroker(_Guarded):
         self, queue: str, key: str, *, run_id: UUID, seq: int, priority: int, heartbeat: int
     ) -> bool:
         self.boot.check_alive()
-        self.world.checker.on_publish(key, run_id, seq)
+        if not self._superseded_while_unreachable(run_id):
+            self.world.checker.on_publish(key, run_id, seq)
         if (stale := STALE_HOP.get()) is not None:
             self.world.checker.on_stale_hop_write(stale, f"publish {key}", True)
         fault, amount = self._fire("broker.publish", PUBLISH)
@@ -317,6 +362,17 @@ class SimBroker(_Guarded):
             raise BrokerUnavailable(f"injected lost acknowledgement for {key}")
         return created
 
+    def _superseded_while_unreachable(self, run_id: UUID) -> bool:
+        """The Run's current generation was made while this boot was stalled or cut off:
+        its publisher read the Run before that (a zombie), and the broker's dedupe and the
+        claim fence answer its stale publish, not the publisher's own rule."""
+        run = self.world.ledger.run_table.get(run_id)
+        d = self.world.ledger.delivery_table.get((run_id, run.seq)) if run else None
+        if d is None or not self.boot.unreachable:
+            return False
+        made = (d.created_at - EPOCH).total_seconds()
+        return any(start <= made <= until for start, until in self.boot.unreachable)
+
     async def probe(self, key: str) -> JobInfo | None:
         info = await self._guard(lambda: self.inner.probe(key))
         return self._unrecorded(info)
@@ -338,6 +394,8 @@ class SimBroker(_Guarded):
     async def abort(self, key: str, reason: str) -> JobInfo | None:
         self.boot.check_alive()
         self.world.checker.on_abort(self.boot.number, key)
+        if self.world.leased:
+            self.world.aborted_by[key] = self.boot.number
         fault, _ = self._fire("broker.abort", (FaultKind.ABORT_ACK_LOST,))
         info = await self._guard(lambda: self.inner.abort(key, reason))
         self.world.trace.emit("broker", "job.abort", key=key,
@@ -368,7 +426,10 @@ class SimBroker(_Guarded):
                 return await deliver_once_or_twice(run_id, seq)
 
         async def deliver_once_or_twice(run_id: UUID, seq: int) -> object:
-            fault, _ = self._fire("broker.deliver", DELIVER)
+            pf = self._hit(DEQUEUED, (*DELIVER, *HOLDS))
+            fault = pf.fault if pf is not None else None
+            if pf is not None and fault is not FaultKind.DUPLICATE_DELIVERY:
+                await self._held(pf, DEQUEUED, run_id)
             if fault is not FaultKind.DUPLICATE_DELIVERY:
                 outcome = await handler(run_id, seq)
                 if outcome != HopOutcome.SKIPPED:  # a hop ran and finished
@@ -419,6 +480,8 @@ class SimBroker(_Guarded):
         job = await self._guard(lambda: self.inner.dequeue(queue, boot_id))
         if job is not None:
             self.world.trace.emit("broker", "job.dequeued", key=job.key)
+            if self.world.leased:
+                self.world.taken_by[job.key] = self.boot.number
         return job
 
     async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None:
@@ -465,11 +528,17 @@ class SimFaultPoints(_Guarded):
         self.boot.check_alive()
         if name not in CATALOGUE:
             raise AssertionError(f"fault point {name!r} is not catalogued in runtime.faults")
-        fault, _ = self._fire(name, (FaultKind.CRASH,))
-        if fault is FaultKind.CRASH:
+        run_id = context.get("run_id")
+        kinds = (FaultKind.CRASH, *HOLDS) if name in PAUSE_POINTS and run_id is not None \
+            else (FaultKind.CRASH, *STALLS)
+        pf = self._hit(name, kinds)
+        if pf is not None and pf.fault is FaultKind.CRASH:
             self.world.checker.on_crash_point(name, self.boot.number, context)
             self.boot.crash(f"crash at {name}")
             raise ProcessCrashed(name)
+        if pf is not None:
+            await self._held(pf, name, run_id)
+            self.boot.check_alive()
         if name == CLAIM_COMMITTED:
             operator = self.world.actors.get("operator")
             if operator is not None and hasattr(operator, "after_claim"):

@@ -63,4 +63,5 @@ def _load_builtin() -> None:
         restarts,
         service,
         waits,
+        zombies,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from uuid import UUID
 
 import anyio
 
@@ -26,6 +27,8 @@ class Client:
     world: World
     rng: random.Random
     owed: list[Submit] = field(default_factory=list)
+    admitted: dict[UUID, Submit] = field(default_factory=dict)
+    """Keyed submissions by the Run they admitted: what a replay sends again (sim.pause)."""
     retention_fails: float = 0.1
 
     def _hook(self, healed: bool) -> RetentionHook:
@@ -49,6 +52,8 @@ class Client:
         try:
             result = await self.world.request(lambda boot: boot.engine.submit(intent, retain))
             outcome, run_id = "admitted", str(result.run.id)
+            if intent.idempotency_key is not None:
+                self.admitted.setdefault(result.run.id, sub)
         except (Unavailable, LedgerUnavailable) as exc:
             outcome = type(exc).__name__
             if intent.idempotency_key is not None:

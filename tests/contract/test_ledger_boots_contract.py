@@ -62,3 +62,4 @@ async def test_a_negative_lease_is_refused(ledger: Ledger) -> None:
     with pytest.raises(ValueError, match="non-negative"):
         await ledger.renew_boot("boot-a", float("nan"), now())
     assert await ledger.boot_alive("boot-a", now()) is False
+

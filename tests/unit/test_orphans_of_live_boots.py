@@ -16,11 +16,11 @@ from runtime import faults
 from runtime.cancel import Canceller
 from runtime.models import RunStatus
 from runtime.recovery.boot_lease import BootLeaseKeeper
-from runtime.recovery.orphans import LOST, OrphanVerdict
+from runtime.recovery.orphans import LOST, OrphanVerdict, recover_orphan
 from runtime.recovery.reconcile import reconcile_runs
 from runtime.recovery.relay import Relays
 from tests.unit.fakes import World
-from tests.unit.waitkit import Crash, admit, crash_hop, reboot, run_of, wait_world
+from tests.unit.waitkit import Crash, admit, crash_hop, reboot, run_of, tables, wait_world
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +122,62 @@ async def test_a_lapsed_renewal_restarts_the_steady_period() -> None:
     assert await own.renew_once() is True and not own.steady()
     w.clock.advance(1)
     assert await own.renew_once() is True and own.steady()
+
+
+async def test_a_boot_whose_renewal_is_still_retrying_judges_nobody() -> None:
+    """A renewal stuck retrying through a database outage keeps `steady_since`
+    unchanged; once the last successful renewal is a whole lease old the boot's
+    own lease may have lapsed with everyone's, so it judges nobody (found by the
+    simulator's two_vessels scenario: a peer's live hop was failed as lost)."""
+    w = wait_world()
+    own = BootLeaseKeeper(w.deps, LEASE_S)
+    await own.register()
+    w.clock.advance(LEASE_S - 1)
+    assert await own.renew_once() is True
+    w.clock.advance(1)
+    assert own.steady()
+    w.clock.advance(LEASE_S - 2)  # no renewal has returned since: still within the lease
+    assert own.steady()
+    w.clock.advance(1)  # the last renewal is a whole lease old: the lease may be gone
+    assert not own.steady()
+    assert await own.renew_once() is False and not own.steady()  # it had lapsed: start over
+
+
+async def test_with_a_lease_the_relay_pays_a_dead_boots_recorded_evidence_debt() -> None:
+    """Boot-1 settled a Run and died before its terminal Step; no restart follows (a
+    peer already serves, as a zombie's successor does). The peer's relay writes the
+    Step once the Run has been terminal for a lease, not before (found by the
+    simulator's zombies scenario: a DONE Run without its terminal Step after heal)."""
+    w = wait_world()
+    w.faults.raise_at(faults.SETTLE_TERMINAL_COMMITTED, Crash())
+    run_id = await admit(w, "echo")
+    assert await w.broker.inner.dequeue("runs") is not None
+    await crash_hop(w, run_id)
+    assert run_of(w, run_id).status is RunStatus.DONE
+    w2 = reboot(w)
+    own = BootLeaseKeeper(w2.deps, LEASE_S)
+    await own.register()
+    relays = Relays(w2.engine, w2.clock.now(), Canceller(w2.deps), lease=own)
+    await relays.pass_once()  # terminal for one second: its own hop may still write it
+    assert [s.kind for s in tables(w2).step_log.get(run_id, [])
+            if s.kind.startswith("run.done")] == []
+    w2.clock.advance(LEASE_S)
+    await relays.pass_once()
+    assert [s.kind for s in tables(w2).step_log[run_id]].count("run.done") == 1
+
+
+
+async def test_steadiness_is_asked_again_once_the_peers_lease_is_read() -> None:
+    """A visit that began steady and then waited out an outage (its own lease lapsing
+    meanwhile) must not fence by the lease it reads afterwards (found by two_vessels:
+    a relay failed a live peer's hop as lost after such a wait)."""
+    w = wait_world()
+    await BootLeaseKeeper(w.deps, LEASE_S).register()
+    run_id = await stranded(w)
+    w2 = reboot(w)
+    w2.clock.advance(LEASE_S)  # boot-1's lease expired
+    answers = iter([True, False])  # steady as the visit began, no longer after the read
+    verdict = await recover_orphan(w2.engine, Canceller(w2.deps), run_of(w2, run_id),
+                                   may_fence_others=lambda: next(answers))
+    assert verdict is OrphanVerdict.LIVE_ELSEWHERE
+    assert run_of(w2, run_id).status is RunStatus.RUNNING
