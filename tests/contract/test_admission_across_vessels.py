@@ -19,7 +19,9 @@ from functools import partial
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
+from psycopg import sql
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.cancel import Canceller
@@ -129,7 +131,29 @@ async def test_one_key_with_two_contents_admits_one_and_refuses_the_other(
 async def test_two_keys_in_one_session_raced_by_two_vessels_admit_one_nonterminal_run(
     vessels: tuple[Vessel, Vessel],
 ) -> None:
-    a, b = vessels
+    await session_rounds(*vessels)
+
+
+@pytest.mark.postgres
+async def test_the_session_fence_holds_where_the_server_defaults_to_repeatable_read(
+    pg_fresh_dsn: str, anyio_backend: str
+) -> None:
+    """A server configured for REPEATABLE READ must not give the fenced admission a
+    snapshot taken before it waited for the session's lock."""
+    if anyio_backend != "asyncio":
+        pytest.skip(TRIO_SKIP)
+    with psycopg.connect(pg_fresh_dsn, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()
+        assert name is not None
+        conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_isolation "
+                             "= 'repeatable read'").format(sql.Identifier(name[0])))
+    broker = MemoryBroker(FakeClock())
+    async with postgres_ledger(pg_fresh_dsn, max_size=4) as one, \
+            postgres_ledger(pg_fresh_dsn, max_size=4) as two:
+        await session_rounds(vessel(one, broker, 1), vessel(two, broker, 2))
+
+
+async def session_rounds(a: Vessel, b: Vessel) -> None:
     for r in range(ROUNDS):
         session = f"chat-{r}"
         got = await race(

@@ -484,8 +484,9 @@ async def _session_busy(cur: Cursor, run: Run) -> Admission | Run | None:
     session serialise across every pool): the stored pair when `run.id` is
     admitted already, else the session's first other nonterminal Run, else
     None. A later admission's read starts after the holder committed, so it
-    sees the Run the holder inserted (READ COMMITTED takes a snapshot per
-    statement)."""
+    sees the Run the holder inserted (READ COMMITTED, set first whatever the
+    server's default, takes a snapshot per statement)."""
+    await cur.execute(q.READ_COMMITTED)
     await cur.execute(q.LOCK_SESSION, {"ns": q.SESSION_LOCK_NAMESPACE, "session": run.session})
     existing = await _maybe_existing(cur, run.id)
     if existing is not None:

@@ -163,6 +163,11 @@ LOCK_SESSION = sql.SQL("SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(session)
 """Serialises admissions of one session across connections: the session fence's
 check and its insert run under it (issue 15, M11: several Vessels, one database)."""
 
+READ_COMMITTED = sql.SQL("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+"""First statement of a fenced admission: its reads after LOCK_SESSION must see what
+the lock's previous holder committed, even where the server's default isolation is
+REPEATABLE READ (whose snapshot would predate the wait for the lock)."""
+
 SESSION_BUSY = sql.SQL(
     "SELECT {cols} FROM run WHERE session = %(session)s AND id <> %(id)s "
     "AND status <> ALL(%(terminal)s) ORDER BY created_at, id LIMIT 1"
