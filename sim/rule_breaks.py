@@ -97,7 +97,9 @@ async def _no_session_fence(self: RunEngine, intent: Intent, run_id: UUID | None
 
 
 def _session_never_busy(self: MemoryLedger, run: Run) -> Run | None:
-    """The ledger's half of the session fence, forgotten the same way (its companion)."""
+    """The ledger's half of the session fence forgotten: alone (session_fence_in_process,
+    the fence as each process kept it before issue 15) or as no_session_fence's
+    companion."""
     return None
 
 
@@ -364,6 +366,7 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
     "doctrine_priority": (RunDelivery, "broker_priority", property(_doctrine_priority)),
     "fingerprint_ignores_priority": (Intent, "fingerprint", _fingerprint_without_priority),
     "no_session_fence": (RunEngine, "_fence_session", _no_session_fence),
+    "session_fence_in_process": (MemoryLedger, "_session_busy", _session_never_busy),
     "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),
     "closed_delivery_reopened": (MemoryLedger, "mark_published", _mark_published_any_state),
     "rotation_reuses_key": (DeliveryRecovery, "recover", _rotate_publishes_old_key),

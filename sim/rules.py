@@ -72,6 +72,11 @@ RULES: tuple[Rule, ...] = (
     Rule("admission.session_fence", S000, "Admission and exact claim",
          "a Bridge session has at most one nonterminal Run; a second admission is refused",
          ("session_fence",), ("basic",), (_b("no_session_fence", "basic", 42),)),
+    Rule("admission.session_fence_across_vessels", S000, "Admission and exact claim",
+         "the session fence and the one-Run-per-key rule hold when several Vessels admit at "
+         "once: the ledger's admission transaction decides, not each process (issue 15, M11)",
+         ("session_fence", "idempotent_admission"), ("session_race",),
+         (_b("session_fence_in_process", "session_race", 1),)),
     Rule("outbox.published_has_job", S000, "Admission and exact claim",
          "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
          ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 8),)),

@@ -62,6 +62,7 @@ def _load_builtin() -> None:
         mutations,
         restarts,
         service,
+        session_race,
         waits,
         zombies,
     )

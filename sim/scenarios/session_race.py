@@ -1,0 +1,82 @@
+"""Scenario `session_race`: two Vessels serve one database, and clients send
+bursts of admissions through both at the same moment: different keys into one
+Bridge session, one key with the same content, or one key with other content.
+
+Each Vessel serialises same-key admissions and fences a session only inside
+its own process (runtime.sessions), so across Vessels only the ledger's
+admission transaction keeps a session to one open Run and a key to one Run
+(issue 15, M11 item 1; seed 000_81a5c720b14d934a.txt, "Admission and exact
+claim"). The checker's session_fence and idempotent_admission invariants
+watch every burst; crashes and outages go on as in any swarm.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from runtime.errors import LedgerUnavailable, RuntimeEngineError
+from runtime.models import Intent
+from runtime.recovery.boot_lease import BOOT_LEASE_S
+from sim.delivery_checks import content_digest
+from sim.scenarios import Scenario, register
+from sim.scenarios.workload import settle_client
+from sim.world import Boot, Unavailable, World
+
+SESSIONS = ("race-1", "race-2")
+
+
+def _two_vessels(world: World) -> None:
+    world.boot_lease_s = BOOT_LEASE_S
+    world.vessels = 2
+
+
+def _serving(world: World) -> list[Boot]:
+    return [b for b in world.boots
+            if b.alive and b.ready and not b.frozen and not b.stopping.is_set()]
+
+
+async def _submit(world: World, boot: Boot, intent: Intent) -> None:
+    run_id = None
+    try:
+        result = await boot.call(lambda b: b.engine.submit(intent))
+        outcome, run_id = "admitted", str(result.run.id)
+    except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
+        outcome = type(exc).__name__
+    world.trace.emit(
+        "client", "submit.result", key=intent.idempotency_key, outcome=outcome,
+        run_id=run_id, fingerprint=intent.fingerprint(), held=False,
+        content=content_digest(intent), boot=boot.id,
+    )
+
+
+def _burst(world: World, i: int) -> list[Intent]:
+    rng = world.streams.workload
+    session, shape = rng.choice(SESSIONS), rng.random()
+    out = []
+    for j in range(rng.randint(2, 4)):
+        if shape < 0.5:  # different keys, one session
+            key, prompt = f"race-{i}-{j}", f"p-{i}-{j}"
+        elif shape < 0.75:  # one key, the same content: one Run, replays
+            key, prompt = f"race-{i}", f"p-{i}"
+        else:  # one key, other content: one Run, conflicts
+            key, prompt = f"race-{i}", f"p-{i}-{j}"
+        out.append(Intent(pattern="echo", prompt=prompt, source="sim", sigil="alice",
+                          scopes=("runs:write",), session=session, idempotency_key=key))
+    return out
+
+
+async def _workload(world: World) -> None:
+    rng = world.streams.workload
+    for i in range(rng.randint(8, 16)):
+        await anyio.sleep(round(rng.expovariate(1 / 8), 3))
+        boots = _serving(world)
+        if not boots:
+            continue
+        async with anyio.create_task_group() as tg:
+            for j, intent in enumerate(_burst(world, i)):
+                tg.start_soon(_submit, world, boots[j % len(boots)], intent)
+
+
+SESSION_RACE = register(Scenario(
+    "session_race", " ".join((__doc__ or "").split(":", 1)[1].split("\n\n")[0].split()),
+    _workload, settle_client, setup=_two_vessels))
