@@ -1,16 +1,21 @@
 """Scenario `session_race`: two Vessels serve one database, and clients send
 bursts of admissions through both at the same moment: different keys into one
-Bridge session, one key with the same content, or one key with other content.
+Bridge session, one key with the same content, or one key with other content;
+sometimes an operator then cancels an admitted Run through both at once.
 
 Each Vessel serialises same-key admissions and fences a session only inside
 its own process (runtime.sessions), so across Vessels only the ledger's
 admission transaction keeps a session to one open Run and a key to one Run
 (issue 15, M11 item 1; seed 000_81a5c720b14d934a.txt, "Admission and exact
-claim"). The checker's session_fence and idempotent_admission invariants
-watch every burst; crashes and outages go on as in any swarm.
+claim"; "Cancellation, mutation, and recovery" for the cancel that both
+Vessels elect themselves to write). The checker's session_fence,
+idempotent_admission and cancellation invariants watch every burst; crashes
+and outages go on as in any swarm.
 """
 
 from __future__ import annotations
+
+from uuid import UUID
 
 import anyio
 
@@ -23,6 +28,8 @@ from sim.scenarios.workload import settle_client
 from sim.world import Boot, Unavailable, World
 
 SESSIONS = ("race-1", "race-2")
+CANCEL_SHARE = 0.4
+"""Share of bursts after which every serving Vessel cancels the burst's Run at once."""
 
 
 def _two_vessels(world: World) -> None:
@@ -35,11 +42,12 @@ def _serving(world: World) -> list[Boot]:
             if b.alive and b.ready and not b.frozen and not b.stopping.is_set()]
 
 
-async def _submit(world: World, boot: Boot, intent: Intent) -> None:
+async def _submit(world: World, boot: Boot, intent: Intent, admitted: list[UUID]) -> None:
     run_id = None
     try:
         result = await boot.call(lambda b: b.engine.submit(intent))
         outcome, run_id = "admitted", str(result.run.id)
+        admitted.append(result.run.id)
     except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
         outcome = type(exc).__name__
     world.trace.emit(
@@ -47,6 +55,15 @@ async def _submit(world: World, boot: Boot, intent: Intent) -> None:
         run_id=run_id, fingerprint=intent.fingerprint(), held=False,
         content=content_digest(intent), boot=boot.id,
     )
+
+
+async def _cancel(world: World, boot: Boot, run_id: UUID) -> None:
+    try:
+        run = await boot.call(lambda b: b.canceller.cancel(run_id))
+        outcome = run.status.value
+    except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
+        outcome = type(exc).__name__
+    world.trace.emit("operator", "cancel", run=str(run_id), outcome=outcome, boot=boot.id)
 
 
 def _burst(world: World, i: int) -> list[Intent]:
@@ -72,9 +89,16 @@ async def _workload(world: World) -> None:
         boots = _serving(world)
         if not boots:
             continue
+        admitted: list[UUID] = []
         async with anyio.create_task_group() as tg:
             for j, intent in enumerate(_burst(world, i)):
-                tg.start_soon(_submit, world, boots[j % len(boots)], intent)
+                tg.start_soon(_submit, world, boots[j % len(boots)], intent, admitted)
+        boots = _serving(world)
+        if admitted and boots and rng.random() < CANCEL_SHARE:
+            target = admitted[0]
+            async with anyio.create_task_group() as tg:
+                for boot in boots:
+                    tg.start_soon(_cancel, world, boot, target)
 
 
 SESSION_RACE = register(Scenario(
