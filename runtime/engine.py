@@ -31,7 +31,15 @@ from runtime.errors import (
     SessionBusy,
 )
 from runtime.events.repair import write_or_owe
-from runtime.models import DeliveryState, Intent, ResumeMode, Run, RunDelivery, RunStatus
+from runtime.models import (
+    Admission,
+    DeliveryState,
+    Intent,
+    ResumeMode,
+    Run,
+    RunDelivery,
+    RunStatus,
+)
 from runtime.publish_fence import LateJob, fence_late_job
 from runtime.registry import QueueRouter, WorkflowRegistry, check_priority
 from runtime.retry import retrying
@@ -55,6 +63,16 @@ def idempotent_run_id(intent: Intent) -> UUID | None:
         return None
     scope = f"{intent.source}\x00{intent.sigil}"
     return uuid5(RUN_NAMESPACE, f"{scope}\x00{intent.idempotency_key}")
+
+
+def own_commit(admission: Admission, run: Run, delivery: RunDelivery) -> bool:
+    """Whether an admission that found its id taken found this call's own records:
+    its own commit, seen again by a retry after an ambiguous commit, so it carries
+    on as the creator. The delivery is compared too: another Vessel racing the same
+    key at the same instant writes an equal Run, but its delivery differs when one
+    of the two holds the admission for a retention hook (HELD, held_by) and the
+    other does not; the later one is then a replay, never a second creator."""
+    return admission.run == run and admission.delivery == delivery
 
 
 def validated_intent(intent: Intent) -> Intent:
@@ -105,10 +123,8 @@ class RunEngine:
             admission = await self._ledger(lambda: self.deps.ledger.admit_run(run, delivery))
             if admission.busy is not None:  # another Vessel's admission won the session
                 raise SessionBusy(intent.session or "", admission.busy.id)
-            if not admission.created and admission.run != run:
+            if not admission.created and not own_commit(admission, run, delivery):
                 return await self._replay(admission.run, intent, retain)
-            # An identical stored Run is this call's own commit, seen again by a
-            # retry after an ambiguous commit: carry on as its creator.
             await self.deps.faults.point(faults.ADMIT_COMMITTED, run_id=run.id)
             delivery = admission.delivery
             if delivery.state is DeliveryState.HELD:

@@ -12,8 +12,8 @@ violation. Never used outside tests.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +21,7 @@ from uuid import UUID
 
 import anyio
 
+from runtime import engine as engine_module
 from runtime import retry
 from runtime import worker as worker_module
 from runtime.adapters.memory.gate import enter
@@ -40,6 +41,7 @@ from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
 from runtime.keys import hop_key
 from runtime.models import (
+    Admission,
     CheckpointRecord,
     Claim,
     DeliveryState,
@@ -58,6 +60,7 @@ from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
 from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
+from runtime.sessions import AdmissionCoordinator
 from runtime.worker import ClaimGate, HopOutcome, Worker
 from sim.rule_breaks import COMPANIONS, RULE_BREAKS
 
@@ -333,6 +336,40 @@ async def _claim_catches_up(self: Worker, run_id: UUID, seq: int, token: str) ->
     return await _ORIGINAL_CLAIM_AND_HOP(self, run_id, run.seq, token)
 
 
+async def _admit_upserts(
+    self: MemoryLedger, run: Run, delivery: RunDelivery, *, fence_session: bool = True
+) -> Admission:
+    """admit_run as an upsert ('ON CONFLICT (id) DO UPDATE'): a second admission of a
+    scoped key whose content differs overwrites the first instead of being refused
+    (caught by idempotent_admission once two admissions of a key race)."""
+    existing = self.run_table.get(run.id)
+    if existing is None or existing.fingerprint == run.fingerprint \
+            or existing.seq != 0 or existing.status is not RunStatus.QUEUED:
+        return await _ORIGINAL_ADMIT(self, run, delivery, fence_session=fence_session)
+    await enter()
+    self.run_table[run.id] = run  # the Run row updated; its delivery row kept
+    return Admission(run=run, delivery=self.delivery_table[(run.id, 0)], created=True)
+
+
+@asynccontextmanager
+async def _admitting_as_two_vessels(
+    self: AdmissionCoordinator, key: str | None, session: str | None
+) -> AsyncIterator[None]:
+    """Admissions as two Vessels make them: each process has its own coordinator,
+    so nothing in-process serialises a key; only the ledger decides."""
+    async with self._maybe(self.sessions, session):
+        yield
+
+
+def _equal_run_is_own(admission: Admission, run: Run, delivery: RunDelivery) -> bool:
+    """The admission's own-commit test as it was: an equal stored Run is taken for
+    this call's own commit, so a Vessel racing another on the same key carries on
+    as the creator of the other's HELD admission without its hook (caught by
+    failure_has_cause in admission_race: a runtime AssertionError)."""
+    return admission.run == run
+
+
+_ORIGINAL_ADMIT = MemoryLedger.admit_run
 _ORIGINAL_CLAIM_AND_HOP = Worker._claim_and_hop
 async def _claim_over_cancelling(
     self: MemoryLedger, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
@@ -441,6 +478,8 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "redelivery_waits_for_sweep": (DeliveryRecovery, "redeliver_stranded", _wait_for_sweep),
     "window_never_parked": (orphans, "_park_window", _never_park),
     "stale_claim_catches_up": (Worker, "_claim_and_hop", _claim_catches_up),
+    "admission_key_upserted": (MemoryLedger, "admit_run", _admit_upserts),
+    "racing_admission_as_creator": (engine_module, "own_commit", _equal_run_is_own),
     "orphan_job_left_active": (orphans, "hop_key", _next_hop_key),
     # Pauses, zombies and several Vessels (issues 15 and 18; sim.pause, sim.boot_checks).
     "claim_over_cancelling": (MemoryLedger, "claim_delivery", _claim_over_cancelling),
@@ -458,6 +497,12 @@ COMPANIONS.update({
     # cancels the hop as it resumes) and the ledger refuses its writes by claim and
     # sequence. The break removes both, as a maintainer who misread the rule in both.
     "checkpoint_unfenced": [(orphans, "hop_key", _next_hop_key)],
+    # Racing admissions reach the ledger only when no in-process lock serialises
+    # them, as with two Vessels on one database.
+    "admission_key_upserted": [
+        (AdmissionCoordinator, "admitting", _admitting_as_two_vessels)],
+    "racing_admission_as_creator": [
+        (AdmissionCoordinator, "admitting", _admitting_as_two_vessels)],
     # Two boots failing one orphan, as two Vessels on one database do.
     "second_terminal_step_written": [(orphans, "write_or_owe", _two_boots_write_orphan_evidence)],
     # Breaks of the callers' terminal-evidence rules: the ledger would refuse the

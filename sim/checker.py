@@ -821,6 +821,13 @@ class Checker:
         for key, ids in sorted(by_key.items()):
             if len(ids) > 1:
                 self.fail("idempotent_admission", f"key {key} admitted {len(ids)} Runs", key=key)
+        scoped: Counter[tuple[str, str]] = Counter(
+            (r.idempotency_scope, r.idempotency_key)
+            for r in self.world.ledger.run_table.values()
+            if r.idempotency_scope is not None and r.idempotency_key is not None)
+        for (scope, key), n in sorted(scoped.items()):
+            if n > 1:
+                self.fail("idempotent_admission", f"key {key} of {scope} holds {n} Runs", key=key)
         delivery_checks.replay_matches_content(self)
 
     def _check_evidence(self) -> None:

@@ -56,6 +56,7 @@ def resolve(spec: str) -> list[Scenario]:
 
 def _load_builtin() -> None:
     from sim.scenarios import (  # noqa: F401
+        admission,
         basic,
         events,
         leased_jobs,

@@ -10,7 +10,12 @@ from uuid import UUID
 import anyio
 
 from runtime.engine import RetentionHook
-from runtime.errors import LedgerUnavailable, RuntimeEngineError
+from runtime.errors import (
+    HeldWithoutOwner,
+    IdempotencyConflict,
+    LedgerUnavailable,
+    RuntimeEngineError,
+)
 from runtime.models import Intent, Run
 from sim.delivery_checks import content_digest
 from sim.world import Unavailable, World
@@ -60,6 +65,8 @@ class Client:
                 self.owed.append(sub)
         except RuntimeEngineError as exc:
             outcome = type(exc).__name__
+            if isinstance(exc, IdempotencyConflict | HeldWithoutOwner):
+                run_id = str(exc.run_id)  # the admission it was refused against
         self.world.trace.emit(
             "client", "submit.result", key=intent.idempotency_key, outcome=outcome,
             run_id=run_id, fingerprint=intent.fingerprint(), held=sub.held,

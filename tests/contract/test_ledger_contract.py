@@ -79,6 +79,19 @@ async def test_admit_same_id_returns_existing_pair_once(ledger: Ledger) -> None:
     assert await ledger.deliveries(run.id) == [released]
 
 
+async def test_readmitting_the_same_records_returns_them_equal(ledger: Ledger) -> None:
+    """The engine's own-commit test (runtime.engine.own_commit) compares the stored
+    pair with the records it offered: a retry after an ambiguous commit must read
+    them back equal, and a racing admission with the other delivery must not."""
+    run = make_run(uid(1))
+    held = make_delivery(run, state=DeliveryState.HELD)
+    await ledger.admit_run(run, held)
+    again = await ledger.admit_run(run, held)
+    assert again.created is False and (again.run, again.delivery) == (run, held)
+    racing = await ledger.admit_run(run, make_delivery(run))
+    assert racing.created is False and racing.run == run and racing.delivery == held
+
+
 async def test_admit_refuses_a_delivery_of_another_generation(ledger: Ledger) -> None:
     run = make_run(uid(1))
     wrong = make_delivery(run).model_copy(update={"seq": 1})

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from runtime import faults
+from runtime.adapters.memory import MemoryLedger
 from runtime.engine import Submission, idempotent_run_id
 from runtime.errors import HeldWithoutOwner, IdempotencyConflict, ProcessCrashed
 from runtime.keys import hop_key
@@ -220,3 +221,42 @@ async def test_replay_of_held_admission_without_hook_raises_held_without_owner()
     assert (info.value.run_id, info.value.seq) == (run_id, 0)
     assert w.dump() == before  # custody is not silently handed out or destroyed
     assert w.jobs() == {}
+
+
+async def test_two_vessels_racing_one_key_the_unheld_one_is_a_replay_of_the_held_one() -> None:
+    """Two Vessels (two coordinators, one ledger) admit the same key at the same
+    instant: the one with a retention hook commits HELD, the other brings no hook.
+    Both build an equal Run; whichever commits second must not carry on as the
+    creator (the bare one used to trip an assertion on the HELD delivery): it is a
+    replay, refused as HeldWithoutOwner or given the committed Run back."""
+    ledger = MemoryLedger()
+    held_vessel, bare_vessel = make_world(ledger=ledger), make_world(ledger=ledger,
+                                                                      boot_id="boot-2")
+    intent = BASE.model_copy(update={"session": None})
+    hook_may_finish = anyio.Event()
+    outcomes: dict[str, object] = {}
+
+    async def retain(run: Run) -> None:
+        await hook_may_finish.wait()
+
+    async def held() -> None:
+        outcomes["held"] = await held_vessel.engine.submit(intent, retain)
+
+    async def bare() -> None:
+        try:
+            outcomes["bare"] = await bare_vessel.engine.submit(intent)
+        except HeldWithoutOwner as exc:
+            outcomes["bare"] = exc
+        hook_may_finish.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held)
+        tg.start_soon(bare)
+    held_result, bare_result = outcomes["held"], outcomes["bare"]
+    assert isinstance(held_result, Submission)
+    if isinstance(bare_result, HeldWithoutOwner):  # the held admission committed first
+        assert held_result.created
+    else:  # the bare one did: the hook's caller gets that Run back as a replay
+        assert isinstance(bare_result, Submission) and bare_result.created
+        assert not held_result.created and held_result.run.id == bare_result.run.id
+    assert [r.id for r in ledger.run_table.values()] == [idempotent_run_id(intent)]
