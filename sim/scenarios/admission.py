@@ -1,7 +1,9 @@
 """Scenario `admission_race`: several clients submit the same scoped idempotency
 key at the same virtual instant, with identical content and with one fingerprint
 field changed, some holding the admission for their retention hook, and later
-replay HELD admissions with and without a hook, under crashes and faults.
+replay HELD admissions with and without a hook, under crashes and faults. Two
+Vessels serve the one database; half the bursts go through both at once, so no
+process lock serialises them and a replay can find the other's admission HELD.
 
 Seed 000_81a5c720b14d934a.txt ("Admission and exact claim") decides every race:
 one key admits one Run; an identical replay gets that Run back, a replay with any
@@ -17,6 +19,7 @@ import anyio
 from runtime.models import Intent
 from sim.scenarios import Scenario, register
 from sim.scenarios.client import Client, Submit
+from sim.scenarios.session_race import two_vessels
 from sim.scenarios.workload import CHANGED_FIELDS, _changed, settle_client
 from sim.world import World
 
@@ -60,8 +63,11 @@ async def drive(world: World) -> None:
             base = Submit(intent, held=rng.random() < 0.4)
             bases.append(base)
         subs = [base, *(_variant(world, base) for _ in range(rng.randint(1, 3)))]
+        if rng.random() < 0.5:  # through both Vessels: no process lock serialises them
+            subs = [Submit(s.intent, s.held, via=j) for j, s in enumerate(subs)]
         await _burst(client, subs)
         await client.settle_debts(attempts=1)
 
 
-ADMISSION_RACE = register(Scenario("admission_race", __doc__ or "", drive, settle_client))
+ADMISSION_RACE = register(Scenario("admission_race", __doc__ or "", drive, settle_client,
+                                   setup=two_vessels))

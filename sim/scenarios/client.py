@@ -4,7 +4,9 @@ process boundary and keeps what it still owes across crashes."""
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from uuid import UUID
 
 import anyio
@@ -18,13 +20,18 @@ from runtime.errors import (
 )
 from runtime.models import Intent, Run
 from sim.delivery_checks import content_digest
-from sim.world import Unavailable, World
+from sim.world import Boot, Unavailable, World
+
+T = TypeVar("T")
 
 
 @dataclass
 class Submit:
     intent: Intent
     held: bool = False
+    via: int | None = None
+    """In a world of several Vessels: which serving Vessel (by index, modulo those
+    serving) takes the request; None: the live boot."""
 
 
 @dataclass
@@ -55,7 +62,7 @@ class Client:
         intent = sub.intent
         run_id = None
         try:
-            result = await self.world.request(lambda boot: boot.engine.submit(intent, retain))
+            result = await self._request(sub, lambda boot: boot.engine.submit(intent, retain))
             outcome, run_id = "admitted", str(result.run.id)
             if intent.idempotency_key is not None:
                 self.admitted.setdefault(result.run.id, sub)
@@ -73,6 +80,14 @@ class Client:
             content=content_digest(intent),
         )
         return outcome
+
+    async def _request(self, sub: Submit, fn: Callable[[Boot], Awaitable[T]]) -> T:
+        serving = [b for b in self.world.boots if b.alive and b.ready and not b.frozen
+                   and not b.stopping.is_set()] if sub.via is not None else []
+        if not serving:
+            return await self.world.request(fn)
+        assert sub.via is not None
+        return await serving[sub.via % len(serving)].call(fn)
 
     async def settle_debts(self, attempts: int = 50) -> None:
         """Retry every keyed submission whose outcome was lost, until it has one."""

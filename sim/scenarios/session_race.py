@@ -32,7 +32,8 @@ CANCEL_SHARE = 0.4
 """Share of bursts after which every serving Vessel cancels the burst's Run at once."""
 
 
-def _two_vessels(world: World) -> None:
+def two_vessels(world: World) -> None:
+    """Two leased Vessels serve the one database (also used by admission_race)."""
     world.boot_lease_s = BOOT_LEASE_S
     world.vessels = 2
 
@@ -103,4 +104,4 @@ async def _workload(world: World) -> None:
 
 SESSION_RACE = register(Scenario(
     "session_race", " ".join((__doc__ or "").split(":", 1)[1].split("\n\n")[0].split()),
-    _workload, settle_client, setup=_two_vessels))
+    _workload, settle_client, setup=two_vessels))

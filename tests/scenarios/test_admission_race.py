@@ -11,6 +11,7 @@ from sim.kernel import run_simulation
 
 def test_racing_submissions_of_one_key_admit_one_run_and_refuse_other_content() -> None:
     result = run_simulation(1, "admission_race", "swarm")
+    assert result.boots >= 2  # two Vessels serve the one database
     assert result.ok, (result.invariant, result.violation)
     outcomes: Counter[str] = Counter()
     instants: Counter[tuple[float, str]] = Counter()
@@ -27,13 +28,21 @@ def test_racing_submissions_of_one_key_admit_one_run_and_refuse_other_content() 
 
 
 def test_an_admission_upsert_is_caught_when_two_vessels_race_a_key() -> None:
-    assert run_simulation(2, "admission_race", "swarm").ok
-    result = run_simulation(2, "admission_race", "swarm", break_name="admission_key_upserted")
+    assert run_simulation(3, "admission_race", "swarm").ok
+    result = run_simulation(3, "admission_race", "swarm", break_name="admission_key_upserted")
     assert result.invariant == "idempotent_admission", (result.invariant, result.violation)
 
 
 def test_a_racing_vessel_taking_an_equal_run_for_its_own_commit_is_caught() -> None:
-    result = run_simulation(1, "admission_race", "swarm",
+    result = run_simulation(3, "admission_race", "swarm",
                             break_name="racing_admission_as_creator")
     assert result.invariant == "failure_has_cause", (result.invariant, result.violation)
     assert result.violation is not None and "AssertionError" in result.violation.message
+
+
+def test_a_held_admission_replayed_through_the_other_vessel_without_its_hook_is_refused() -> None:
+    result = run_simulation(7, "admission_race", "swarm")
+    assert result.ok, (result.invariant, result.violation)
+    refused = [json.loads(line)["data"] for line in result.trace_lines
+               if '"outcome":"HeldWithoutOwner"' in line]
+    assert refused and all(r["held"] is False and r["run_id"] for r in refused)
