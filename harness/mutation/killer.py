@@ -19,11 +19,25 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from typing import Any
 
 VERDICT_PREFIX = "MUTATION-VERDICT "
+HANG_S = 60.0
+"""Wall-clock bound of one simulation. The unmutated tree runs each in well
+under 5 s even on a loaded machine; a mutant that live-locks the scheduler
+(a zero poll interval: virtual time never advances) would otherwise hold the
+whole session's timeout. Such a hang kills the mutant, like a timeout."""
+
+
+class SimulationHang(BaseException):
+    """Raised by the alarm inside a simulation that outlived HANG_S."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise SimulationHang()
 
 
 def _emit(verdict: dict[str, Any]) -> int:
@@ -31,26 +45,41 @@ def _emit(verdict: dict[str, Any]) -> int:
     return 1 if verdict["killed"] else 0
 
 
-def campaign(scenarios: list[str], seeds: int, profile: str) -> dict[str, Any]:
-    """Run seeds 1..`seeds` over `scenarios` (seed-major); stop at the first failure."""
+def campaign(
+    scenarios: list[str], seeds: int, profile: str, hang_s: float = HANG_S
+) -> dict[str, Any]:
+    """Run seeds 1..`seeds` over `scenarios` (seed-major); stop at the first failure
+    (a simulation that outlives `hang_s` of wall time fails as a hang)."""
     from sim.kernel import run_simulation
 
     simulations = 0
-    for seed in range(1, seeds + 1):
-        for scenario in scenarios:
-            simulations += 1
-            result = run_simulation(seed, scenario, profile)
-            if not result.ok:
-                return {
-                    "killed": True,
-                    "seeds": seed,
-                    "simulations": simulations,
-                    "scenario": scenario,
-                    "seed": seed,
-                    "invariant": result.invariant,
-                    "detail": (result.violation.message if result.violation else result.error)
-                    or "",
-                }
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for seed in range(1, seeds + 1):
+            for scenario in scenarios:
+                simulations += 1
+                signal.setitimer(signal.ITIMER_REAL, hang_s)
+                try:
+                    result = run_simulation(seed, scenario, profile)
+                except SimulationHang:
+                    return {"killed": True, "seeds": seed, "simulations": simulations,
+                            "scenario": scenario, "seed": seed, "invariant": "hang",
+                            "detail": f"one simulation outlived {hang_s:g} s of wall time"}
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                if not result.ok:
+                    return {
+                        "killed": True,
+                        "seeds": seed,
+                        "simulations": simulations,
+                        "scenario": scenario,
+                        "seed": seed,
+                        "invariant": result.invariant,
+                        "detail": (result.violation.message if result.violation
+                                   else result.error) or "",
+                    }
+    finally:
+        signal.signal(signal.SIGALRM, previous)
     return {"killed": False, "seeds": seeds, "simulations": simulations}
 
 

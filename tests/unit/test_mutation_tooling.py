@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from harness.mutation import filters, report
 from harness.mutation.killer import VERDICT_PREFIX
@@ -70,3 +71,20 @@ def test_after_rule_matches_at_the_mutated_column(tmp_path: Path) -> None:
     assert filters.equivalent_reason(rules, tmp_path, spec) == "None is a singleton"
     assert filters.equivalent_reason(rules, tmp_path, _spec("m.py", spec.operator_name, 10, 4)) \
         is None
+
+
+def test_a_simulation_that_hangs_kills_the_mutant_as_a_hang(monkeypatch: Any) -> None:
+    """A mutant that live-locks the scheduler (virtual time never advances) is
+    stopped by the killer's wall-clock alarm, not by the session's timeout."""
+    import time
+
+    from harness.mutation import killer
+    from sim import kernel
+
+    def spin(*args: object, **kwargs: object) -> object:
+        while True:
+            time.sleep(0.01)
+
+    monkeypatch.setattr(kernel, "run_simulation", spin)
+    verdict = killer.campaign(["basic"], 3, "swarm", hang_s=0.2)
+    assert verdict["killed"] and verdict["invariant"] == "hang" and verdict["seed"] == 1
