@@ -53,10 +53,10 @@ HOP_WRITES = frozenset({
     "settle_run", "save_checkpoint", "create_consent", "park_consent", "create_agent_job",
     "park_delegate", "park_service", "await_hardware", "resume_hardware",
 })
-"""Ledger writes a hop makes for its own Run and sequence. Not its Steps: the
-ledger's contract (issue 15) takes a non-terminal Step after a Run's terminal one,
-so a zombie's queued node Steps still land after its hop was failed as lost; that
-finding is open (see the rule `boots.fenced_holder_inert`)."""
+"""Ledger writes a hop makes for its own Run and sequence. Its Steps are held to
+`terminal_step_is_last` instead (sim.checker): the ledger refuses every Step after
+a Run's terminal one, and a fenced hop may still write Steps in the moment between
+its Run's failure and that terminal Step."""
 
 def hop_of(name: str, args: tuple[Any, ...]) -> tuple[UUID, int] | None:
     """The (Run, sequence) a hop write concerns: leading arguments or a record's fields."""

@@ -489,6 +489,9 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "fence_peer_dequeued_job": (DeliveryRecovery, "_dequeued", _retire_any_dequeued_job),
     "checkpoint_unfenced": (MemoryLedger, "save_checkpoint", _checkpoint_unfenced),
     "lease_stale_at_ready": (Lifespan, "_renew_before_serving", _serve_on_the_registration),
+    # The ledger's Step log as 847ff19 left it: only a second terminal Step is refused,
+    # so a zombie hop's late Steps land after its Run's terminal one.
+    "steps_after_terminal_written": (MemoryLedger, "closes_at_terminal", False),
 }
 BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 

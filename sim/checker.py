@@ -115,6 +115,9 @@ INVARIANTS: dict[str, Invariant] = {
                   "for one capability", "seed 003 'Three boundaries'"),
         Invariant("terminal_evidence_once", "after heal every terminal Run has exactly one "
                   "terminal Step", "seed 000 'Events, settlement, and waits'"),
+        Invariant("terminal_step_is_last", "a Run's terminal Step closes its Step log: no "
+                  "Step lands after it, not even a late one of a hop fenced out meanwhile "
+                  "(a zombie's)", "seed 000 'Events, settlement, and waits'; issue 18 item 2"),
         Invariant("terminal_step_at_most_once", "at every committed write no Run has more "
                   "than one terminal Step, whoever wrote it (hop, canceller, relay, startup)",
                   "seed 000 'Events, settlement, and waits'"),
@@ -560,13 +563,21 @@ class Checker:
                 continue
             if len(log) < seen:
                 seen, n = 0, 0
-            n += sum(1 for s in log[seen:] if s.kind in TERMINAL_STEP_KINDS)
+            closed = n > 0  # a terminal Step was already among the Steps scanned
+            new = log[seen:]
+            n += sum(1 for s in new if s.kind in TERMINAL_STEP_KINDS)
             self.terminal_steps[rid] = (len(log), n)
             if n > 1:
                 run = self.world.ledger.run_table.get(rid)
                 kinds = [s.kind for s in log if s.kind in TERMINAL_STEP_KINDS]
                 self.fail("terminal_step_at_most_once", f"Run {rid} has {n} terminal Steps "
                           f"({', '.join(kinds)})", run=_brief(run))
+            first = next((i for i, s in enumerate(new) if s.kind in TERMINAL_STEP_KINDS), None)
+            after = new if closed else new[first + 1:] if first is not None else []
+            if after:  # (a second terminal Step is terminal_step_at_most_once's, above)
+                run = self.world.ledger.run_table.get(rid)
+                self.fail("terminal_step_is_last", f"Run {rid} took Step {after[0].kind} "
+                          f"(hop {after[0].seq}) after its terminal Step", run=_brief(run))
 
     def _check_resume(self, run: Run) -> None:
         ledger = self.world.ledger

@@ -287,9 +287,14 @@ RULES: tuple[Rule, ...] = (
          "a zombie's hop, failed as lost while its boot was presumed dead, changes nothing "
          "once it resumes: orphan recovery aborts its job (the worker cancels the hop) and the "
          "ledger refuses its settlement, checkpoint, consent, agent job and park by claim and "
-         "sequence (its queued Steps still land: an open finding)",
+         "sequence",
          ("fenced_holder_inert", "settlement_fenced"), ("zombies", "two_vessels"),
          (_b("checkpoint_unfenced", "zombies", 1),)),
+    Rule("events.terminal_step_closes_log", S000, "Events, settlement, and waits",
+         "a Run's terminal Step is its last: the ledger refuses every later Step, so a "
+         "zombie hop that resumes after its Run was failed writes no evidence behind it",
+         ("terminal_step_is_last",), ("zombies",),
+         (_b("steps_after_terminal_written", "zombies", 10),)),
     Rule("relays.recorded_evidence_debts", S000, "Events, settlement, and waits",
          "with several Vessels the relays also pay the ledger's recorded terminal-evidence "
          "debts, so a Run whose boot died between terminal truth and its Step (and was not "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 from runtime.adapters.memory.boots import BootLease, BootsMixin
@@ -330,11 +330,13 @@ class MemoryLedger(WaitsMixin, BootsMixin):
     async def append_step(
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
     ) -> Step:
-        """Append one Step; a second terminal Step of the Run is refused (nothing
-        is written) and the one already written is returned instead."""
+        """Append one Step. The Run's terminal Step closes its log: any Step after it
+        (a second terminal one, or a late Step of a hop fenced out meanwhile) is
+        refused, nothing is written, and the terminal Step is returned instead."""
         await enter()
         log = self.step_log.setdefault(run_id, [])
-        if kind in TERMINAL_KINDS and (written := self._terminal_step(log)) is not None:
+        if (written := self._terminal_step(log)) is not None \
+                and (kind in TERMINAL_KINDS or self.closes_at_terminal):
             return written
         step = Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data, created_at=now)
         log.append(step)
@@ -343,22 +345,26 @@ class MemoryLedger(WaitsMixin, BootsMixin):
     async def append_steps(
         self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
     ) -> list[Step]:
-        """Append `items` in order as consecutive Steps in one transaction. A
-        terminal item is dropped when the Run has a terminal Step already (or the
-        group wrote one before it); the Steps returned are the ones written."""
+        """Append `items` in order as consecutive Steps in one transaction. Items
+        are dropped once the Run has a terminal Step (written before, or earlier in
+        this group): it closes the log. The Steps returned are the ones written."""
         await enter()
         if not items:
             return []
         log = self.step_log.setdefault(run_id, [])
         steps: list[Step] = []
         for kind, data in items:
-            if kind in TERMINAL_KINDS and self._terminal_step(log) is not None:
+            if (kind in TERMINAL_KINDS or self.closes_at_terminal) \
+                    and self._terminal_step(log) is not None:
                 continue
             step = Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data,
                         created_at=now)
             log.append(step)
             steps.append(step)
         return steps
+
+    closes_at_terminal: ClassVar[bool] = True
+    """A terminal Step closes the Run's log to every later Step (zombie hops: issue 18)."""
 
     def _terminal_step(self, log: Sequence[Step]) -> Step | None:
         """The Run's terminal Step if one is written: the guard that keeps a Run to

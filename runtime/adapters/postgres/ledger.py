@@ -368,9 +368,15 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                     "kind": kind,
                     "data": Jsonb(data),
                     "now": aware(now),
+                    "terminal": q.TERMINAL_STEP_KINDS,
                 },
             )
-            step = step_from_row(await one(cur))
+            row = await cur.fetchone()
+            if row is None:  # the terminal Step closed the log: this one is refused
+                closed = await _terminal_step(cur, run_id)
+                assert closed is not None
+                return closed
+            step = step_from_row(row)
             if terminal:
                 await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
             return step
@@ -418,6 +424,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                     "kinds": [kind for kind, _ in items],
                     "datas": [Jsonb(data) for _, data in items],
                     "now": aware(now),
+                    "terminal": q.TERMINAL_STEP_KINDS,
                 },
             )
             rows = await cur.fetchall()
@@ -461,15 +468,15 @@ async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:
 def _one_terminal(
     items: Sequence[tuple[str, dict[str, Any]]], written: bool
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The group without the terminal items a Run may no longer take: every one
-    when a terminal Step is `written` already, else each after the first."""
+    """The group up to and including its first terminal item, or nothing when a
+    terminal Step is `written` already: a terminal Step closes the Run's log."""
+    if written:
+        return []
     kept: list[tuple[str, dict[str, Any]]] = []
     for kind, data in items:
-        if kind in TERMINAL_KINDS:
-            if written:
-                continue
-            written = True
         kept.append((kind, data))
+        if kind in TERMINAL_KINDS:
+            break
     return kept
 
 

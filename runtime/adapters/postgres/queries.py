@@ -235,15 +235,19 @@ terminal Step is refused atomically whichever process writes it (issue 15, M11).
 APPEND_STEP = sql.SQL(
     "INSERT INTO run_step ({cols}) "
     "SELECT %(run_id)s, coalesce(max(idx) + 1, 0), %(seq)s, %(kind)s, %(data)s, %(now)s "
-    "FROM run_step WHERE run_id = %(run_id)s RETURNING {cols}"
+    "FROM run_step WHERE run_id = %(run_id)s "
+    "HAVING NOT (coalesce(bool_or(kind = ANY(%(terminal)s)), false)) RETURNING {cols}"
 ).format(cols=STEP)
+"""No row once the Run has a terminal Step: it closes the log (read under the Step lock)."""
 
 APPEND_STEPS = sql.SQL(
     "INSERT INTO run_step ({cols}) "
     "SELECT %(run_id)s, b.next + t.ord - 1, %(seq)s, t.kind, t.data, %(now)s "
-    "FROM (SELECT coalesce(max(idx) + 1, 0) AS next FROM run_step WHERE run_id = %(run_id)s) b, "
+    "FROM (SELECT coalesce(max(idx) + 1, 0) AS next, "
+    "coalesce(bool_or(kind = ANY(%(terminal)s)), false) AS closed "
+    "FROM run_step WHERE run_id = %(run_id)s) b, "
     "unnest(%(kinds)s::text[], %(datas)s::jsonb[]) WITH ORDINALITY AS t(kind, data, ord) "
-    "RETURNING {cols}"
+    "WHERE NOT b.closed RETURNING {cols}"
 ).format(cols=STEP)
 """One group commit of the Step writer: consecutive indexes, in the given order."""
 
