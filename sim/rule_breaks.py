@@ -126,18 +126,15 @@ async def _mark_published_any_state(
 
 
 async def _rotate_publishes_old_key(self: DeliveryRecovery, run: Run) -> DeliveryVerdict:
-    """Delivery recovery that rotates the ledger but publishes the old hop key again."""
+    """Delivery rotation that moves the ledger to a fresh sequence but publishes the
+    old generation's hop key again. Every rotation path (a finished job, a fenced
+    pre-boot job, a dead boot's stranded job) goes through `_rotate`."""
     deps = self.engine.deps
-    delivery = await deps.ledger.get_delivery(run.id, run.seq)
-    if delivery is None or delivery.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
-        return await _ORIGINAL_RECOVER(self, run)
-    job = await deps.broker.probe(delivery.key)
-    if job is None or not job.status.finished:
-        return await _ORIGINAL_RECOVER(self, run)
+    old = await deps.ledger.get_delivery(run.id, run.seq)
     rotated = await deps.ledger.rotate_delivery(run.id, run.seq, deps.clock.now())
     if rotated is None:
         return DeliveryVerdict.SETTLED_ELSEWHERE
-    await self.engine.publish(delivery)  # the bug: the old generation's key
+    await self.engine.publish(old or rotated)  # the bug: the old generation's key
     return DeliveryVerdict.ROTATED
 
 
@@ -369,7 +366,7 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
     "session_fence_in_process": (MemoryLedger, "_session_busy", _session_never_busy),
     "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),
     "closed_delivery_reopened": (MemoryLedger, "mark_published", _mark_published_any_state),
-    "rotation_reuses_key": (DeliveryRecovery, "recover", _rotate_publishes_old_key),
+    "rotation_reuses_key": (DeliveryRecovery, "_rotate", _rotate_publishes_old_key),
     "readmit_without_cas": (MemoryLedger, "readmit_after_consent", _readmit_consent_without_cas),
     "hardware_budget_reset": (HardwareResumeBudget, "charge", _budget_reset),
     "evidence_repaired_twice": (debts, "repair_terminal_evidence", _repair_always),

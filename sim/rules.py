@@ -99,7 +99,7 @@ RULES: tuple[Rule, ...] = (
          "run:<id>:<seq> names exactly one generation; a finished key is never published again, "
          "a new generation takes a fresh sequence",
          ("hop_key_identity", "fresh_key_new_job"), ("crashloop",),
-         (_b("rotation_reuses_key", "crashloop", 24),)),
+         (_b("rotation_reuses_key", "crashloop", 9),)),
     Rule("claim.exact", S000, "Admission and exact claim",
          "a claim moves only a QUEUED Run at exactly the delivered sequence, from PENDING or "
          "PUBLISHED, once; a stale or duplicate delivery is skipped",
