@@ -305,6 +305,14 @@ async def _park_raises(self: HopEvents, status: RunStatus) -> None:
     raise RuntimeError(f"run.parked Step for {status.value} could not be staged")
 
 
+async def _contain_then_doubt(self: Canceller, run: Run) -> bool:
+    """Containment that fences the parent and its children, then reports them
+    unacknowledged: every cancel answers CANCELLING (caught by cancel_completes)."""
+    if await self._fence_parent(run):
+        await self.contain_children(run)
+    return False
+
+
 def _gate_stays_open(self: ClaimGate) -> None:
     """A pre-claim gate whose close does nothing: hops claim during a mutation."""
 
@@ -465,6 +473,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "claim_reports_won": (Worker, "perform_run", _reports_won),
+    "cancel_never_completes": (Canceller, "contain", _contain_then_doubt),
     "park_escapes_hop": (HopEvents, "parked", _park_raises),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and

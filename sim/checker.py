@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import anyio
 from pydantic import ValidationError
 
 from runtime.graph.snapshots import Checkpoint
@@ -46,6 +47,9 @@ from sim.work_checks import JobChecks, ServiceChecks
 if TYPE_CHECKING:
     from sim.leased import CallKey, ModelCall
     from sim.world import Boot, World
+
+CANCEL_ACK_TIMEOUT_S = 10.0
+"""The checker's copy of how long a cancel waits for an abort's acknowledgement."""
 
 TERMINAL_STEP_KINDS = frozenset({"run.done", "run.failed", "run.cancelled"})
 
@@ -161,6 +165,9 @@ INVARIANTS: dict[str, Invariant] = {
                   "sequence moved on, or its delivery closed) is refused by the exact claim and "
                   "has no effect: no committed write, Step, publish or external effect",
                   "seed 000 'Admission and exact claim'"),
+        Invariant("cancel_completes", "a cancel that meets no fault and no live job or child "
+                  "to wait for completes: it does not answer CANCELLING",
+                  "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
                   "CANCELLING remains", "DESIGN section 6"),
@@ -411,6 +418,32 @@ class Checker:
                 f"a snapshot of Run {snap.run_id} bound to {what} {bound}")
             self.fail("prepark_binds_run", f"Run {run.id} parked {run.status.value} on {what} "
                       f"{parked_on} over {names}", run=_brief(run))
+
+    def on_cancel_left_cancelling(self, run_id: UUID, since: int, began: float) -> None:
+        """cancel_completes, once an operator's cancel answered CANCELLING."""
+        self._guarded(lambda: self._cancel_left_cancelling(run_id, since, began))
+
+    def _cancel_left_cancelling(self, run_id: UUID, since: int, began: float) -> None:
+        if anyio.current_time() - began >= CANCEL_ACK_TIMEOUT_S - 1e-6:
+            return  # it waited out an abort's acknowledgement: CANCELLING is its answer
+        if any('"fault.fired"' in line or '"boot.crash"' in line
+               for line in self.world.trace.lines[since:]):
+            return  # a fault struck this very call
+        ledger = self.world.ledger
+        run = ledger.run_table.get(run_id)
+        if run is None or run.status is not RunStatus.CANCELLING:
+            return
+        d = ledger.delivery_table.get((run.id, run.seq))
+        job = self.world.broker.jobs.get(d.key) if d is not None else None
+        if job is not None and not job.info.status.finished:
+            return
+        if self.world.agents.live_jobs_of(run.id) or any(
+                a.owner.run_id == run.id and not a.state.terminal
+                for a in self.world.services.attempt_table.values()):
+            return
+        self.fail("cancel_completes", f"a cancel of Run {run.id} answered CANCELLING with its "
+                  "job finished, its children contained and no fault during the call",
+                  run=_brief(run))
 
     def on_cancel_reread(self, run_id: UUID, since: int) -> None:
         """reread_repairs_evidence, once a re-read cancel returned CANCELLED; `since` is

@@ -173,6 +173,10 @@ RULES: tuple[Rule, ...] = (
          "re-reads the Run before each effect and stops unless it still holds the claim",
          ("effect_under_claim",), ("cancel_at_claim",),
          (_b("effect_ignores_cancelling", "cancel_at_claim", 1),)),
+    Rule("cancel.completes_when_contained", S000, "Cancellation, mutation, and recovery",
+         "a cancel whose parent job is finished and whose children are contained, with no "
+         "fault in its way, commits CANCELLED rather than answering CANCELLING",
+         ("cancel_completes",), ("cancel",), (_b("cancel_never_completes", "cancel", 1),)),
     Rule("cancel.late_job_fenced", S000, "Cancellation, mutation, and recovery",
          "a publisher that lost its acknowledgement behind a cancellation aborts the job it "
          "may have landed, so no live hop job outlives its Run's cancellation",

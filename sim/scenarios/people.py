@@ -133,11 +133,14 @@ class Operator:
         return self
 
     async def cancel(self, run_id: UUID) -> None:
+        since, began = len(self.world.trace.lines), anyio.current_time()
         try:
             run = await self.world.request(lambda boot: boot.canceller.cancel(run_id))
             outcome = run.status.value
         except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
             outcome = type(exc).__name__
+        if outcome == RunStatus.CANCELLING.value:
+            self.world.checker.on_cancel_left_cancelling(run_id, since, began)
         self.world.trace.emit("operator", "cancel", run=str(run_id), outcome=outcome)
         if outcome == RunStatus.CANCELLED.value and self.reread > 0 and \
                 self.world.streams.actors.random() < self.reread:
