@@ -80,6 +80,27 @@ def _deterministic_scheduler(seed: int) -> None:
     run_mod._r.seed(seed)
 
 
+_TERMINAL_STEPS = frozenset({"run.done", "run.failed", "run.cancelled"})
+
+
+def _evidence_owed(world: World) -> bool:
+    """Some terminal Run still lacks its terminal Step in the ledger.
+
+    The worker's in-memory debts are not the only evidence still on its way:
+    a request handler (a cancel whose Step append stalls across heal, crashloop
+    seed 25 of the swarm profile) writes its Run's Step after CANCELLED
+    committed, and owes nothing until that append fails. Quiescence waits for
+    the durable state, as it does for checkpoint deletion; a Step that never
+    lands still fails `terminal_evidence_once`, at the liveness deadline. Read
+    from the tables, not `Ledger.evidence_debts`, which a break may blind."""
+    ledger = world.ledger
+    return any(
+        run.status.terminal
+        and not any(s.kind in _TERMINAL_STEPS for s in ledger.step_log.get(rid, ()))
+        for rid, run in ledger.run_table.items()
+    )
+
+
 async def _quiescent(world: World, deadline: float, vessel: bool = True) -> bool:
     if not vessel:
         return True  # no Vessel: the scenario's heal drained its own processes
@@ -90,6 +111,7 @@ async def _quiescent(world: World, deadline: float, vessel: bool = True) -> bool
             continue
         settled = all(r.status.terminal for r in world.ledger.run_table.values())
         if settled and boot.worker.in_flight == 0 and not boot.worker.evidence_debt \
+                and not _evidence_owed(world) \
                 and not world.ledger.checkpoint_table \
                 and all(b.worker.in_flight == 0 and not b.worker.evidence_debt
                         for b in world.alive_boots()):  # the cleanup debt is paid too
