@@ -26,6 +26,7 @@ from uuid import UUID
 import anyio
 
 from runtime.errors import ProcessCrashed
+from runtime.events.hop import TERMINAL_KINDS
 from sim.mutation_checks import CURRENT_HOP
 
 if TYPE_CHECKING:
@@ -140,6 +141,12 @@ class HopChecks:
         world = self.checker.world
         steps = world.ledger.step_log.get(UUID(run_id), [])
         if any(s.kind == "run.parked" and s.seq == int(seq) for s in steps):
+            return
+        if any(s.kind in TERMINAL_KINDS.values() and s.seq > int(seq) for s in steps):
+            # The hop sends its service attempt after parking and publishes run.parked
+            # only then; when that send outlasts the whole rest of the Run (a later hop
+            # already wrote the terminal Step), the ledger refuses the late Step: the
+            # terminal Step closes a Run's log (terminal_step_is_last).
             return
         if any(mark in line for line in world.trace.lines[call.since:]
                for mark in EVIDENCE_FAULTS) or world.ledger_down_until > call.claimed_at:
