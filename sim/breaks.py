@@ -313,6 +313,11 @@ async def _contain_then_doubt(self: Canceller, run: Run) -> bool:
     return False
 
 
+async def _never_touch(self: Worker, key: str) -> None:
+    """A hop that never touches its broker job: the heartbeat sweep takes a long
+    hop's job while it still runs (caught by hop_heartbeat)."""
+
+
 def _gate_stays_open(self: ClaimGate) -> None:
     """A pre-claim gate whose close does nothing: hops claim during a mutation."""
 
@@ -473,6 +478,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "claim_reports_won": (Worker, "perform_run", _reports_won),
+    "heartbeat_stopped": (Worker, "_touch", _never_touch),
     "cancel_never_completes": (Canceller, "contain", _contain_then_doubt),
     "park_escapes_hop": (HopEvents, "parked", _park_raises),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),

@@ -339,7 +339,8 @@ RULES: tuple[Rule, ...] = (
     Rule("hop.heartbeat", S000, "Admission and exact claim",
          "a live hop touches its broker job every 30 s, so only an abandoned job is swept "
          "after its 120 s heartbeat",
-         ("hop_heartbeat",), ("hardware",), (_b("slow_heartbeat", "hardware", 5),)),
+         ("hop_heartbeat",), ("hardware", "runtime_mutation"),
+         (_b("slow_heartbeat", "hardware", 5), _b("heartbeat_stopped", "runtime_mutation", 6))),
     Rule("hop.lane_bounds", S000, "Admission and exact claim",
          "a process runs at most 4 hops at once in its runs lane and 2 in its rites lane",
          ("lane_bounds",), ("hardware",), (_b("wide_lanes", "hardware", 4),)),

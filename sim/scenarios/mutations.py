@@ -1,10 +1,13 @@
 """Scenario `runtime_mutation`: clients submit `echo`, `two_step` and `chatty`
-(a few seconds of token deltas) Runs while a maintainer applies runtime mutations to the
-live Vessel at random moments (runtime.mutation.pause_queues: close the pre-claim
+(token deltas: a few seconds, or half of the time past the 120 s heartbeat)
+Runs while a maintainer applies runtime mutations to the live Vessel at random
+moments (runtime.mutation.pause_queues: close the pre-claim
 gate, drain the hops in flight, hold the change a while, reopen), under
 crashes and faults."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio
 
@@ -59,10 +62,21 @@ def _slow_commits(options: FaultOptions) -> FaultOptions:
         "latency_per_transaction": max(options.latency_per_transaction, SLOW_COMMITS)})
 
 
+LONG_TOKENS = 2600
+"""A chatty hop this long (2600 x 0.05 s) outlives the broker's 120 s heartbeat:
+only its touches keep the sweep off its job."""
+
+
+def _content(world: World, pattern: str) -> dict[str, Any]:
+    if pattern != "chatty":
+        return {}
+    return {"tokens": LONG_TOKENS if world.streams.workload.random() < 0.5 else 50}
+
+
 async def drive(world: World) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(Mutator(world).run, anyio.current_time() + 400.0)
-        await submit_stream(world, ("echo", "two_step", "chatty"))
+        await submit_stream(world, ("echo", "two_step", "chatty"), _content)
         tg.cancel_scope.cancel()
 
 
