@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation: {exc}", file=sys.stderr)
         return 2
     sample = cfg.sample if args.sample else None
-    out = args.out or run.ROOT / ("out/mutation-sample" if sample else "out/mutation")
+    # Absolute: cosmic-ray runs inside OUT/tree, where a relative OUT names nothing.
+    out = (args.out or run.ROOT / ("out/mutation-sample" if sample else "out/mutation")).resolve()
     seeds = args.seeds or (sample.seeds if sample else cfg.seeds)
     threshold = args.min_kill_rate if args.min_kill_rate is not None else (
         sample.min_kill_rate if sample else None)
