@@ -54,6 +54,9 @@ class HopCall:
     touches: list[float] = field(default_factory=list)
     wrote: list[str] = field(default_factory=list)
     """Ledger writes this call made that returned a record (or True): what it achieved."""
+    last_answer: dict[str, bool] = field(default_factory=dict)
+    """Per write method, whether its latest call returned a record: a write applied by an
+    ambiguous commit and refused on its retry reads False here."""
 
 
 CURRENT_HOP: ContextVar[HopCall | None] = ContextVar("sim_hop_call", default=None)
@@ -99,8 +102,12 @@ class MutationChecks:
 
     def wrote(self, name: str, result: object) -> None:
         call = CURRENT_HOP.get()
-        if call is not None and result is not None and result is not False:
+        if call is None:
+            return
+        achieved = result is not None and result is not False
+        if achieved:
             call.wrote.append(name)
+        call.last_answer[name] = achieved
 
     def claim_began(self) -> None:
         call = CURRENT_HOP.get()
