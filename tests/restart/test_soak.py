@@ -14,7 +14,7 @@ import pytest
 
 from harness.soak import SoakOptions, run_soak
 
-pytestmark = pytest.mark.restart
+pytestmark = [pytest.mark.restart, pytest.mark.soak]
 
 
 def _assert_clean(outcome: object, out: Path) -> dict[str, object]:
