@@ -409,6 +409,23 @@ async def _every_boot_dead(deps: object, delivery: RunDelivery | None) -> bool:
     return False
 
 
+async def _renewal_trusts_its_start(self: BootLeaseKeeper) -> bool:
+    """Lease renewal as cb0701b left it: measured from its first attempt, however long it
+    retried through an outage. Such a boot calls its lease unbroken and goes on judging
+    peers whose renewals fell due earlier in the outage and lapsed (caught by
+    orphans_of_earlier_boots in two_vessels)."""
+    now = self.deps.clock.now()
+    try:
+        live = await self.deps.ledger.renew_boot(self.deps.boot_id, self.lease_s, now)
+    except Exception:
+        self.steady_since = None
+        raise
+    self.renewed_at = now
+    if not live or self.steady_since is None:
+        self.steady_since = now
+    return live
+
+
 def _always_steady(self: BootLeaseKeeper) -> bool:
     """A boot that judges other boots by their leases whatever its own lease says: after
     an outage that lapsed every lease, or while its own renewal still retries, it fails
@@ -504,6 +521,7 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     "fence_peer_dequeued_job": (DeliveryRecovery, "_dequeued", _retire_any_dequeued_job),
     "checkpoint_unfenced": (MemoryLedger, "save_checkpoint", _checkpoint_unfenced),
     "lease_stale_at_ready": (Lifespan, "_renew_before_serving", _serve_on_the_registration),
+    "renewal_trusts_its_start": (BootLeaseKeeper, "renew_once", _renewal_trusts_its_start),
     # The ledger's Step log as 847ff19 left it: only a second terminal Step is refused,
     # so a zombie hop's late Steps land after its Run's terminal one.
     "steps_after_terminal_written": (MemoryLedger, "closes_at_terminal", False),

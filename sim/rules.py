@@ -272,10 +272,12 @@ RULES: tuple[Rule, ...] = (
          (_b("fence_live_boot", "two_vessels", 1),)),
     Rule("boots.judge_only_when_steady", S000, "Cancellation, mutation, and recovery",
          "a boot judges other boots dead by their leases only while its own lease is steady: "
-         "not right after it registered, after its own lease lapsed, nor while its renewal "
-         "still retries through an outage that lapses every lease",
+         "not right after it registered, after its own lease lapsed, while its renewal "
+         "still retries through an outage, nor for a whole lease after a slow renewal "
+         "returned (peers whose renewals fell due earlier in the outage may have lapsed)",
          ("orphans_of_earlier_boots",), ("two_vessels",),
-         (_b("orphans_of_any_boot", "two_vessels", 11),)),
+         (_b("orphans_of_any_boot", "two_vessels", 2),
+          _b("renewal_trusts_its_start", "two_vessels", 2))),
     Rule("boots.renewed_before_serving", S000, "Cancellation, mutation, and recovery",
          "a boot renews its lease after reconciling and before any worker takes a job, so a "
          "reconciliation longer than the renewal period never leaves it serving on a lease "

@@ -301,6 +301,10 @@ class World:
     shutting_down: bool = False
     ledger_down_until: float = 0.0
     """Virtual time until which the database is unreachable (FaultKind.LEDGER_OUTAGE)."""
+
+    def blips_ended(self) -> float:
+        """When the last outage or partition of any boot ended (or will end)."""
+        return max([self.ledger_down_until, *(b.partitioned_until for b in self.boots)])
     seq_watch: dict[str, tuple[int, anyio.Event]] = field(default_factory=dict)
     """Pending stale redeliveries (FaultKind.STALE_REDELIVERY): Run id -> the old
     sequence and the event set once the Run's sequence moves on."""
