@@ -308,8 +308,8 @@ RULES: tuple[Rule, ...] = (
          "with several Vessels the relays also pay the ledger's recorded terminal-evidence "
          "debts, so a Run whose boot died between terminal truth and its Step (and was not "
          "restarted: a zombie's successor already serves) still gets exactly one terminal Step",
-         ("terminal_evidence_once",), ("zombies",),
-         (_b("recorded_evidence_left", "zombies", 127),)),
+         ("terminal_evidence_once",), ("zombies", "two_vessels"),
+         (_b("recorded_evidence_left", "two_vessels", 25),)),
     # -- seed 000, "Service job attempts" ------------------------------------------------
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "
