@@ -30,6 +30,7 @@ from uuid import UUID
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.recovery.orphans import LOST
+from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import JobStatus
 from sim.clock import EPOCH
 
@@ -80,6 +81,11 @@ class BootChecks:
     checker: Checker
     fenced: dict[tuple[UUID, int], int] = field(default_factory=dict)
     """(Run, sequence) failed as lost -> the boot number that held its claim."""
+    lease_seen: dict[str, float] = field(default_factory=dict)
+    """Boot id -> the lease end its latest renewal wrote."""
+    lapses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    """Boot id -> (lease end, renewal that followed it) for each lease that ran out while
+    the boot was unreachable: its peers could rightly judge it dead in between."""
 
     def _boot(self, boot_id: str | None) -> Boot | None:
         return next((b for b in self.checker.world.boots if b.id == boot_id), None)
@@ -117,11 +123,27 @@ class BootChecks:
         outage's that a live holder would renew right after."""
         end = self._lease_end(boot)
         now = self.checker.world.clock.monotonic()
+        # A peer that read the lapse before the zombie renewed may commit its judgment
+        # just after, within its ledger retry budget: judged dead when it was.
+        if any(renewed <= now <= renewed + RETRY_BUDGET_S
+               for _, renewed in self.lapses.get(boot.id, ())):
+            return True
         if end is None or end > now:
             return False
         # Lapsed while unreachable, or lapsed (an outage) and unreachable since: to its
         # peers it is a zombie either way.
         return any(start <= end or start <= now <= until for start, until in boot.unreachable)
+
+    def _renewed(self, boot: Boot) -> None:
+        """Remember a lease that lapsed while `boot` was unreachable, once it renews."""
+        now = self.checker.world.clock.monotonic()
+        prev = self.lease_seen.get(boot.id)
+        if prev is not None and prev < now and any(
+                start <= prev <= until for start, until in boot.unreachable):
+            self.lapses.setdefault(boot.id, []).append((prev, now))
+        end = self._lease_end(boot)
+        if end is not None:
+            self.lease_seen[boot.id] = end
 
     def on_abort(self, boot: int, key: str) -> None:
         """As boot `boot` sends an abort for hop job `key`: a fence of another boot's
@@ -145,6 +167,9 @@ class BootChecks:
 
     def on_write(self, boot: Boot, name: str, args: tuple[Any, ...]) -> None:
         """A write of `boot` changed the ledger: not for a hop fenced out of it."""
+        if name == "renew_boot":
+            self._renewed(boot)
+            return
         hop = hop_of(name, args)
         if hop is None or self.fenced.get(hop) != boot.number:
             return

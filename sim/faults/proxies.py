@@ -243,7 +243,10 @@ class SimLedger(_Guarded):
         self.boot.check_alive()
         self._refuse_partitioned("renew_boot")
         self._refuse_during_outage("renew_boot")
-        return await self._guard(lambda: self.inner.renew_boot(boot_id, lease_s, now))
+        renewed = await self._guard(lambda: self.inner.renew_boot(boot_id, lease_s, now))
+        if renewed:
+            self.world.checker.on_hop_write(self.boot, "renew_boot", (boot_id,))
+        return renewed
 
     async def boot_alive(self, boot_id: str, now: datetime) -> bool:
         self.boot.check_alive()
