@@ -11,15 +11,13 @@ simulator scenario (sim.scenarios.Scenario) without copying the simulator.
 
 from __future__ import annotations
 
-import importlib
 import random
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
+from runtime.app.registry_ref import RegistryRefError, resolve_ref
 from runtime.models import Consent, Run, Step
 from runtime.registry import WorkflowRegistry
 
@@ -246,27 +244,14 @@ def load_app(ref: str) -> App:
     The current directory is importable, as for `python -m`; the attribute may
     be an App or a function of no arguments returning one.
     """
-    module_name, colon, attr = ref.partition(":")
-    if not colon or not module_name or not attr:
-        raise AppError(f"--app {ref!r}: use module:attribute, e.g. mypkg.sim:app")
-    cwd = str(Path.cwd())
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AppError(f"--app {ref!r}: cannot import {module_name}: {exc}") from None
-    except Exception as exc:
-        raise AppError(f"--app {ref!r}: importing {module_name} raised "
-                       f"{type(exc).__name__}: {exc}") from None
-    target = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise AppError(f"--app {ref!r}: {module_name} has no attribute {attr}")
-        target = getattr(target, part)
+        target = resolve_ref(ref)
+    except RegistryRefError as exc:
+        raise AppError(str(exc)) from None
     if callable(target) and not isinstance(target, App):
         target = target()
     if not isinstance(target, App):
+        attr = ref.partition(":")[2]
         raise AppError(f"--app {ref!r}: {attr} is a {type(target).__name__}, not a "
                        "harness.api.App")
     if target.ref is None:

@@ -27,11 +27,11 @@ class RegistryRefError(Exception):
     """The `--app` reference names no registry; the message is one line."""
 
 
-def load_registry(ref: str) -> WorkflowRegistry:
-    """The WorkflowRegistry `ref` (`package.module:attribute`) names.
-
-    The current directory is importable, as for `python -m`.
-    """
+def resolve_ref(ref: str) -> Any:
+    """The object `ref` (`package.module:attribute`, dots allowed in the attribute)
+    names, importing the module with the current directory importable, as for
+    `python -m`. Raises `RegistryRefError` with one line saying what is wrong; the
+    harness's `--app` loader uses it too."""
     module_name, colon, attr = ref.partition(":")
     if not colon or not module_name or not attr:
         raise RegistryRefError(f"--app {ref!r}: use module:attribute, e.g. mypkg.sim:app")
@@ -50,6 +50,12 @@ def load_registry(ref: str) -> WorkflowRegistry:
         if not hasattr(target, part):
             raise RegistryRefError(f"--app {ref!r}: {module_name} has no attribute {attr}")
         target = getattr(target, part)
+    return target
+
+
+def load_registry(ref: str) -> WorkflowRegistry:
+    """The WorkflowRegistry `ref` (`package.module:attribute`) names."""
+    target = resolve_ref(ref)
     try:
         return _registry_of(target, ref)
     except RegistryRefError:
