@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 POLICY = """
 [gate]
 budget_s = 900
@@ -67,10 +69,23 @@ def test_catalogue_is_consistent_both_ways() -> None:
     assert report.missing == [] and report.unused == []
 
 
-def test_gate_sweeps_breaks_reports_seeds_to_detection_and_refuses_a_survivor() -> None:
+def test_the_sweep_adds_a_breaks_known_seed_beyond_its_window() -> None:
+    from harness.rules_report import _sweep_seeds
+
+    assert _sweep_seeds([1, 2, 3], 1654) == [1, 2, 3, 1654]
+    assert _sweep_seeds([1, 2, 3], 2) == [1, 2, 3]
+
+
+def test_gate_sweeps_breaks_reports_seeds_to_detection_and_refuses_a_survivor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue M9: a break that no seed of the sweep catches blocks shipping."""
+    from harness import rules_report
     from harness.gate import CampaignSpec, Policy, run_gate
     from harness.report import gate_json, gate_markdown
+
+    # The window alone: no_session_fence's known catching seed (42) would catch it.
+    monkeypatch.setattr(rules_report, "_sweep_seeds", lambda window, known: window)
 
     policy = Policy(
         min_fires_per_point=0, determinism_audit_fraction=0.0, require_rules=True,
