@@ -274,25 +274,7 @@ class SaqBroker:
 
     async def abort(self, key: str, reason: str) -> JobInfo | None:
         """Queued -> aborted now; active/aborting -> aborting; finished: unchanged."""
-        q = self._any_queue()
-        with _unavailable("abort", key):
-            async with q.pool.connection() as conn, conn.transaction():
-                row = await self._select(conn, q, key, lock=True)
-                if row is None:
-                    return None
-                status = Status(row[1])
-                if status in (Status.QUEUED, Status.ACTIVE, Status.ABORTING, Status.NEW):
-                    owner = self._owner(row)
-                    job = owner.deserialize(row[0], status)
-                    assert job is not None
-                    if status is Status.QUEUED:
-                        await owner.finish(job, Status.ABORTED, error=reason, connection=conn)
-                    else:
-                        await owner.update(job, status=Status.ABORTING, error=reason,
-                                           connection=conn)
-                row = await self._select(conn, q, key, lock=False)
-        assert row is not None
-        return _job_info(key, row)
+        return await self._stop(key, reason, op="abort", at_once=False)
 
     async def touch(self, key: str) -> None:
         """Refresh the heartbeat (`touched`) of an active job; anything else is left alone."""
@@ -309,8 +291,14 @@ class SaqBroker:
 
     async def retire(self, key: str, reason: str) -> JobInfo | None:
         """Queued, active or aborting -> aborted now (the job's worker is dead)."""
+        return await self._stop(key, reason, op="retire", at_once=True)
+
+    async def _stop(self, key: str, reason: str, *, op: str, at_once: bool) -> JobInfo | None:
+        """Under the job's row lock: a queued job, or any live one when `at_once`, is
+        aborted now; another live job is marked aborting for its worker to end. A
+        finished job is left as it is. None when no job has that key."""
         q = self._any_queue()
-        with _unavailable("retire", key):
+        with _unavailable(op, key):
             async with q.pool.connection() as conn, conn.transaction():
                 row = await self._select(conn, q, key, lock=True)
                 if row is None:
@@ -320,7 +308,11 @@ class SaqBroker:
                     owner = self._owner(row)
                     job = owner.deserialize(row[0], status)
                     assert job is not None
-                    await owner.finish(job, Status.ABORTED, error=reason, connection=conn)
+                    if at_once or status is Status.QUEUED:
+                        await owner.finish(job, Status.ABORTED, error=reason, connection=conn)
+                    else:
+                        await owner.update(job, status=Status.ABORTING, error=reason,
+                                           connection=conn)
                 row = await self._select(conn, q, key, lock=False)
         assert row is not None
         return _job_info(key, row)
