@@ -8,6 +8,7 @@ ledger is the reference and the PostgreSQL ledger must give the same results.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import anyio
@@ -350,24 +351,41 @@ async def test_rotate_refuses_held_claimed_and_unknown(ledger: Ledger) -> None:
     assert await ledger.get_run(held_run.id) == held_run
 
 
+def _fail_orphan(ledger: Ledger, run_id: UUID, reason: str, now: datetime) -> Any:
+    """Recovery on boot-new fails a Run that boot-old claimed."""
+    return ledger.fail_orphan(run_id, 0, "boot-new", reason, now)
+
+
+def _fail_abandoned(ledger: Ledger, run_id: UUID, reason: str, now: datetime) -> Any:
+    """boot-a fails its own exact claim t-1, whose job ended unsettled."""
+    return ledger.fail_abandoned(run_id, 0, "t-1", reason, now)
+
+
 @pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE])
-async def test_fail_orphan_fails_a_live_run_of_another_boot(
-    ledger: Ledger, status: RunStatus
+@pytest.mark.parametrize(
+    ("fail", "claimed_boot", "claim_token"),
+    [(_fail_orphan, "boot-old", "t"), (_fail_abandoned, "boot-a", "t-1")],
+    ids=["orphan", "abandoned"],
+)
+async def test_fail_open_run_fails_the_run_and_its_delivery_once(
+    ledger: Ledger, status: RunStatus, fail: Any, claimed_boot: str, claim_token: str
 ) -> None:
     run = make_run(uid(1), status=status, started=1)
     _, delivery = await admitted(
-        ledger, run, DeliveryState.CLAIMED, claimed_boot="boot-old", claim_token="t"
+        ledger, run, DeliveryState.CLAIMED, claimed_boot=claimed_boot, claim_token=claim_token
     )
-    failed = await ledger.fail_orphan(run.id, 0, "boot-new", "stasis lost", at(9))
+    failed = await fail(ledger, run.id, "lost", at(9))
     assert failed == run.model_copy(
-        update={"status": RunStatus.FAILED, "error": "stasis lost", "updated_at": at(9)}
+        update={"status": RunStatus.FAILED, "error": "lost", "updated_at": at(9)}
     )
     assert await ledger.get_delivery(run.id, 0) == delivery.model_copy(
         update={"state": DeliveryState.FAILED, "updated_at": at(9)}
     )
-    # Repeating the same orphan failure reports it again; another reason does not.
-    assert await ledger.fail_orphan(run.id, 0, "boot-new", "stasis lost", at(10)) == failed
-    assert await ledger.fail_orphan(run.id, 0, "boot-new", "other", at(10)) is None
+    # The same failure repeated (an ambiguous commit) reports it again; another reason does not.
+    assert await fail(ledger, run.id, "lost", at(10)) == failed
+    assert await fail(ledger, run.id, "other", at(10)) is None
+    if fail is _fail_abandoned:
+        assert await ledger.fail_abandoned(run.id, 0, "t-2", "lost", at(10)) is None
 
 
 async def test_fail_orphan_spares_the_current_boot_and_other_states(ledger: Ledger) -> None:
@@ -379,27 +397,6 @@ async def test_fail_orphan_spares_the_current_boot_and_other_states(ledger: Ledg
     queued, _ = await admitted(ledger, make_run(uid(2)))
     assert await ledger.fail_orphan(queued.id, 0, "boot-b", "orphan", at(20)) is None
     assert await ledger.fail_orphan(uid(9), 0, "boot-b", "orphan", at(20)) is None
-
-
-@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE])
-async def test_fail_abandoned_fails_the_exact_claim_of_this_boot(
-    ledger: Ledger, status: RunStatus
-) -> None:
-    run = make_run(uid(1), status=status, started=1)
-    _, delivery = await admitted(
-        ledger, run, DeliveryState.CLAIMED, claimed_boot="boot-a", claim_token="t-1"
-    )
-    failed = await ledger.fail_abandoned(run.id, 0, "t-1", "job ended", at(9))
-    assert failed == run.model_copy(
-        update={"status": RunStatus.FAILED, "error": "job ended", "updated_at": at(9)}
-    )
-    assert await ledger.get_delivery(run.id, 0) == delivery.model_copy(
-        update={"state": DeliveryState.FAILED, "updated_at": at(9)}
-    )
-    # The same failure repeated (an ambiguous commit) reports it again; nothing else does.
-    assert await ledger.fail_abandoned(run.id, 0, "t-1", "job ended", at(10)) == failed
-    assert await ledger.fail_abandoned(run.id, 0, "t-1", "other", at(10)) is None
-    assert await ledger.fail_abandoned(run.id, 0, "t-2", "job ended", at(10)) is None
 
 
 async def test_fail_abandoned_is_fenced_by_token_sequence_and_state(ledger: Ledger) -> None:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
+from runtime.adapters import open_run
 from runtime.adapters.memory.boots import BootLease, BootsMixin
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.service_store import MemoryServiceStore
@@ -35,8 +36,7 @@ from runtime.models import (
 )
 
 CLAIMABLE = (DeliveryState.PENDING, DeliveryState.PUBLISHED)
-ORPHANABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
-SETTLEABLE = ORPHANABLE
+SETTLEABLE = open_run.OPEN_STATUSES
 """The claiming hop may settle from a live hardware wait too: it still holds the claim."""
 
 
@@ -248,31 +248,24 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
     ) -> Run | None:
         await enter()
-        run = self.run_table.get(run_id)
-        d = self.delivery_table.get((run_id, seq))
-        if run is None or d is None or run.seq != seq:
-            return None
-        if run.status is RunStatus.FAILED and run.error == reason:
-            return run
-        if run.status not in ORPHANABLE or d.claimed_boot == boot_id:
-            return None
-        run = self._put_run(run, status=RunStatus.FAILED, error=reason, updated_at=now)
-        self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
-        return run
+        return self._fail_open(run_id, seq, reason, now, open_run.OrphanFence(boot_id))
 
     async def fail_abandoned(
         self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
     ) -> Run | None:
         await enter()
+        return self._fail_open(run_id, seq, reason, now, open_run.AbandonedFence(claim_token))
+
+    def _fail_open(
+        self, run_id: UUID, seq: int, reason: str, now: datetime, fence: open_run.ClaimFence
+    ) -> Run | None:
+        """The Run and its delivery FAILED when `open_run.decide` says so, in one step."""
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
-        if run is None or d is None or run.seq != seq or d.claim_token != claim_token:
-            return None
-        if run.status is RunStatus.FAILED and run.error == reason \
-                and d.state is DeliveryState.FAILED:
-            return run
-        if run.status not in ORPHANABLE or d.state is not DeliveryState.CLAIMED:
-            return None
+        verdict = open_run.decide(run, d, seq, reason, fence)
+        if verdict is not open_run.Verdict.FAIL:
+            return run if verdict is open_run.Verdict.REPEATED else None
+        assert run is not None and d is not None
         run = self._put_run(run, status=RunStatus.FAILED, error=reason, updated_at=now)
         self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
         return run

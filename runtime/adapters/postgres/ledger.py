@@ -29,6 +29,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from runtime.adapters import open_run
 from runtime.adapters.postgres import queries as q
 from runtime.adapters.postgres import wait_queries as wq
 from runtime.adapters.postgres.boots import BootsMixin
@@ -272,55 +273,36 @@ class PostgresLedger(WaitsMixin, BootsMixin):
     async def fail_orphan(
         self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
     ) -> Run | None:
-        async with self._transaction() as cur:
-            run = await fetch_run(cur, q.LOCK_RUN, run_id)
-            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
-            if run is None or d is None or run.seq != seq:
-                return None
-            if run.status is RunStatus.FAILED and run.error == reason:
-                return run  # the same orphan failure, repeated
-            if (
-                run.status not in (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
-                or d.claimed_boot == boot_id
-            ):
-                return None
-            params = {
-                **key(run_id, seq, now),
-                "reason": reason,
-                "boot_id": boot_id,
-                "orphanable": q.ORPHANABLE,
-            }
-            await cur.execute(q.FAIL_ORPHAN_RUN, params)
-            failed = run_from_row(await one(cur))
-            await cur.execute(q.FAIL_ORPHAN_DELIVERY, params)
-            await one(cur)
-            return failed
+        return await self._fail_open(
+            run_id, seq, reason, now, open_run.OrphanFence(boot_id),
+            q.FAIL_ORPHAN_DELIVERY, {"boot_id": boot_id},
+        )
 
     async def fail_abandoned(
         self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
     ) -> Run | None:
+        return await self._fail_open(
+            run_id, seq, reason, now, open_run.AbandonedFence(claim_token),
+            q.FAIL_ABANDONED_DELIVERY, {"claim_token": claim_token},
+        )
+
+    async def _fail_open(
+        self, run_id: UUID, seq: int, reason: str, now: datetime, fence: open_run.ClaimFence,
+        fail_delivery: Any, cas: dict[str, str],
+    ) -> Run | None:
+        """Under the Run's and the delivery's row locks, `open_run.decide`; on FAIL the
+        Run and then the delivery are written FAILED, the delivery under `fail_delivery`,
+        the statement that repeats `fence` as its condition (parameters `cas`)."""
         async with self._transaction() as cur:
             run = await fetch_run(cur, q.LOCK_RUN, run_id)
             d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
-            if run is None or d is None or run.seq != seq or d.claim_token != claim_token:
-                return None
-            if (run.status is RunStatus.FAILED and run.error == reason
-                    and d.state is DeliveryState.FAILED):
-                return run  # the same abandonment failure, repeated
-            if (
-                run.status not in (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
-                or d.state is not DeliveryState.CLAIMED
-            ):
-                return None
-            params = {
-                **key(run_id, seq, now),
-                "reason": reason,
-                "claim_token": claim_token,
-                "orphanable": q.ORPHANABLE,
-            }
+            verdict = open_run.decide(run, d, seq, reason, fence)
+            if verdict is not open_run.Verdict.FAIL:
+                return run if verdict is open_run.Verdict.REPEATED else None
+            params = {**key(run_id, seq, now), "reason": reason, "orphanable": q.ORPHANABLE, **cas}
             await cur.execute(q.FAIL_ORPHAN_RUN, params)
             failed = run_from_row(await one(cur))
-            await cur.execute(q.FAIL_ABANDONED_DELIVERY, params)
+            await cur.execute(fail_delivery, params)
             await one(cur)
             return failed
 

@@ -12,20 +12,23 @@ calls now(): the caller's Clock supplies every timestamp.
 
 from __future__ import annotations
 
+from typing import LiteralString
+
 from psycopg import sql
 
+from runtime.adapters.open_run import OPEN_STATUSES
 from runtime.adapters.postgres.rows import DELIVERY_COLUMNS, RUN_COLUMNS, STEP_COLUMNS
 from runtime.adapters.postgres.sqltext import render_once
 from runtime.events.model import TERMINAL_KINDS
-from runtime.models import TERMINAL_STATUSES, DeliveryState, RunStatus
+from runtime.models import TERMINAL_STATUSES, DeliveryState
 
 STEP_LOCK_NAMESPACE = 0x5354
 """First key of the two-key advisory lock that orders Step appends of one Run."""
 
 TERMINAL = [s.value for s in sorted(TERMINAL_STATUSES)]
 CLAIMABLE = [DeliveryState.PENDING.value, DeliveryState.PUBLISHED.value]
-ORPHANABLE = [RunStatus.RUNNING.value, RunStatus.AWAITING_HARDWARE.value]
-SETTLEABLE_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
+ORPHANABLE = [s.value for s in OPEN_STATUSES]
+SETTLEABLE_STATUSES = OPEN_STATUSES
 """The claiming hop may settle from a live hardware wait too: it still holds the claim."""
 SETTLEABLE = [s.value for s in SETTLEABLE_STATUSES]
 
@@ -84,15 +87,26 @@ RELEASE_HELD = sql.SQL(
     "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'HELD' RETURNING {cols}"
 ).format(cols=DELIVERY)
 
-FAIL_HELD_DELIVERY = sql.SQL(
-    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'HELD' RETURNING {cols}"
-).format(cols=DELIVERY)
 
-FAIL_QUEUED_RUN = sql.SQL(
-    "UPDATE run SET status = 'FAILED', error = %(reason)s, updated_at = %(now)s "
-    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'QUEUED' RETURNING {cols}"
-).format(cols=RUN)
+def _fail_run(cas: LiteralString) -> sql.Composed:
+    """A Run FAILED for %(reason)s, only while it is in the state `cas` it was decided from."""
+    return sql.SQL(
+        "UPDATE run SET status = 'FAILED', error = %(reason)s, updated_at = %(now)s "
+        "WHERE id = %(run_id)s AND seq = %(seq)s AND " + cas + " RETURNING {cols}"
+    ).format(cols=RUN)
+
+
+def _fail_delivery(cas: LiteralString) -> sql.Composed:
+    """A delivery FAILED, only while it is in the state `cas` it was decided from."""
+    return sql.SQL(
+        "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
+        "WHERE run_id = %(run_id)s AND seq = %(seq)s AND " + cas + " RETURNING {cols}"
+    ).format(cols=DELIVERY)
+
+
+FAIL_HELD_DELIVERY = _fail_delivery("state = 'HELD'")
+
+FAIL_QUEUED_RUN = _fail_run("status = 'QUEUED'")
 
 MARK_PUBLISHED = sql.SQL(
     "UPDATE run_delivery SET state = 'PUBLISHED', updated_at = %(now)s "
@@ -139,22 +153,13 @@ ADVANCE_RUN_SEQ = sql.SQL(
     "WHERE id = %(run_id)s AND seq = %(seq)s AND status = 'QUEUED' RETURNING {cols}"
 ).format(cols=RUN)
 
-FAIL_ORPHAN_RUN = sql.SQL(
-    "UPDATE run SET status = 'FAILED', error = %(reason)s, updated_at = %(now)s "
-    "WHERE id = %(run_id)s AND seq = %(seq)s AND status = ANY(%(orphanable)s) RETURNING {cols}"
-).format(cols=RUN)
+FAIL_ORPHAN_RUN = _fail_run("status = ANY(%(orphanable)s)")
 
-FAIL_ORPHAN_DELIVERY = sql.SQL(
-    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND seq = %(seq)s "
-    "AND claimed_boot IS DISTINCT FROM %(boot_id)s RETURNING {cols}"
-).format(cols=DELIVERY)
+FAIL_ORPHAN_DELIVERY = _fail_delivery("claimed_boot IS DISTINCT FROM %(boot_id)s")
 
-FAIL_ABANDONED_DELIVERY = sql.SQL(
-    "UPDATE run_delivery SET state = 'FAILED', updated_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state = 'CLAIMED' "
-    "AND claim_token = %(claim_token)s RETURNING {cols}"
-).format(cols=DELIVERY)
+FAIL_ABANDONED_DELIVERY = _fail_delivery(
+    "state = 'CLAIMED' AND claim_token = %(claim_token)s"
+)
 
 SESSION_LOCK_NAMESPACE = 0x5345
 """First key of the two-key advisory lock that orders admissions of one Bridge session."""
