@@ -62,7 +62,8 @@ from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
 from runtime.sessions import AdmissionCoordinator
 from runtime.worker import ClaimGate, HopOutcome, Worker
-from sim.rule_breaks import COMPANIONS, RULE_BREAKS
+from sim.break_table import BreakTable
+from sim.rule_breaks import RULE_BREAKS
 
 ENV = "SIM_BREAK"
 
@@ -93,10 +94,10 @@ async def _rotate_without_fence(self: DeliveryRecovery, run: Run) -> DeliveryVer
     deps = self.engine.deps
     delivery = await deps.ledger.get_delivery(run.id, run.seq)
     if delivery is None or delivery.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
-        return await _ORIGINAL_RECOVER(self, run)
+        return await BREAKS.unbroken(_rotate_without_fence)(self, run)
     job = await deps.broker.probe(delivery.key)
     if job is None or not self._pre_boot_active(job.status, job.started_at):
-        return await _ORIGINAL_RECOVER(self, run)
+        return await BREAKS.unbroken(_rotate_without_fence)(self, run)
     rotated = await deps.ledger.rotate_delivery(run.id, run.seq, deps.clock.now())
     if rotated is not None:
         await self.engine.publish(rotated)
@@ -114,7 +115,8 @@ async def _unfenced_stage(
 ) -> LeasedJob:
     """Staging that ignores a stale fence: a late result from an old fence lands."""
     if fence == self._job(job_id).fence:
-        return await _ORIGINAL_STAGE(self, job_id, fence, owner, model_version, result, now)
+        stage = BREAKS.unbroken(_unfenced_stage)
+        return await stage(self, job_id, fence, owner, model_version, result, now)
     await enter()
     job = self._job(job_id)
     held = job.model_copy(update={
@@ -135,7 +137,7 @@ async def _unfenced_stage(
 async def _blind_absent(ctx: ServiceContext, attempt: ServiceJobAttempt) -> ServiceJobAttempt:
     """Reconciliation that re-submits whenever a lookup finds nothing, proof or not."""
     if attempt.cancel_requested_at is not None:
-        return await _ORIGINAL_ABSENT(ctx, attempt)
+        return await BREAKS.unbroken(_blind_absent)(ctx, attempt)
     assumed = Evidence(kind=EvidenceKind.SAME_KEY_REPLAY, at=ctx.clock.now(),
                        transmission=attempt.transmissions, detail="assumed, not proved")
     try:
@@ -194,7 +196,7 @@ async def _misread_pin(self: Worker, run: Run, *args: Any) -> None:
     """The worker verifies the pinned Pattern against the wrong version: every hop
     fails as 'pinned Pattern unavailable' (caught by failure_has_cause)."""
     misread = run.model_copy(update={"pattern_version": run.pattern_version + 1})
-    await _ORIGINAL_EXECUTE(self, misread, *args)
+    await BREAKS.unbroken(_misread_pin)(self, misread, *args)
 
 
 async def _every_own_claim_live(engine: RunEngine, delivery: RunDelivery,
@@ -295,7 +297,7 @@ async def _counted_from_claim(self: Worker, run_id: UUID, seq: int) -> HopOutcom
 async def _reports_won(self: Worker, run_id: UUID, seq: int) -> HopOutcome:
     """A hop that tells the broker it settled when it lost the claim (a duplicate or
     stale delivery): caught by hop_outcome_truthful."""
-    outcome = await _ORIGINAL_PERFORM(self, run_id, seq)
+    outcome = await BREAKS.unbroken(_reports_won)(self, run_id, seq)
     return HopOutcome.SETTLED if outcome is HopOutcome.SKIPPED else outcome
 
 
@@ -340,13 +342,13 @@ async def _claim_catches_up(self: Worker, run_id: UUID, seq: int, token: str) ->
     """A worker whose claim of an old hop key is refused 'catches up': it claims the
     Run's current sequence instead, so a stale duplicate job runs the newer hop
     (caught by stale_hop_inert)."""
-    outcome = await _ORIGINAL_CLAIM_AND_HOP(self, run_id, seq, token)
+    outcome = await BREAKS.unbroken(_claim_catches_up)(self, run_id, seq, token)
     if outcome is not HopOutcome.SKIPPED:
         return outcome
     run = await self.deps.ledger.get_run(run_id)
     if run is None or run.seq == seq or run.status is not RunStatus.QUEUED:
         return outcome
-    return await _ORIGINAL_CLAIM_AND_HOP(self, run_id, run.seq, token)
+    return await BREAKS.unbroken(_claim_catches_up)(self, run_id, run.seq, token)
 
 
 async def _admit_upserts(
@@ -358,7 +360,8 @@ async def _admit_upserts(
     existing = self.run_table.get(run.id)
     if existing is None or existing.fingerprint == run.fingerprint \
             or existing.seq != 0 or existing.status is not RunStatus.QUEUED:
-        return await _ORIGINAL_ADMIT(self, run, delivery, fence_session=fence_session)
+        admit = BREAKS.unbroken(_admit_upserts)
+        return await admit(self, run, delivery, fence_session=fence_session)
     await enter()
     self.run_table[run.id] = run  # the Run row updated; its delivery row kept
     return Admission(run=run, delivery=self.delivery_table[(run.id, 0)], created=True)
@@ -382,8 +385,6 @@ def _equal_run_is_own(admission: Admission, run: Run, delivery: RunDelivery) -> 
     return admission.run == run
 
 
-_ORIGINAL_ADMIT = MemoryLedger.admit_run
-_ORIGINAL_CLAIM_AND_HOP = Worker._claim_and_hop
 async def _claim_over_cancelling(
     self: MemoryLedger, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
 ) -> Claim:
@@ -395,7 +396,8 @@ async def _claim_over_cancelling(
     d = self.delivery_table.get((run_id, seq))
     if run is None or d is None or run.status is not RunStatus.CANCELLING or run.seq != seq \
             or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED):
-        return await _ORIGINAL_CLAIM(self, run_id, seq, boot_id, token, now)
+        claim = BREAKS.unbroken(_claim_over_cancelling)
+        return await claim(self, run_id, seq, boot_id, token, now)
     run = self._put_run(run, status=RunStatus.RUNNING, started_at=run.started_at or now,
                         updated_at=now)
     d = self._put_delivery(d, state=DeliveryState.CLAIMED, claimed_boot=boot_id,
@@ -447,7 +449,7 @@ async def _retire_any_dequeued_job(
     unread: a live peer's job is fenced before that peer could claim it (caught by
     orphans_of_earlier_boots)."""
     if job.boot_id == self.engine.deps.boot_id:
-        return await _ORIGINAL_DEQUEUED(self, run, delivery, job)
+        return await BREAKS.unbroken(_retire_any_dequeued_job)(self, run, delivery, job)
     return await self.redeliver_stranded(run, delivery, job)
 
 
@@ -465,15 +467,8 @@ async def _serve_on_the_registration(self: Lifespan, lease: BootLeaseKeeper) -> 
     return None
 
 
-_ORIGINAL_CLAIM = MemoryLedger.claim_delivery
-_ORIGINAL_DEQUEUED = DeliveryRecovery._dequeued
-_ORIGINAL_EXECUTE = Worker._execute
-_ORIGINAL_PERFORM = Worker.perform_run
-_ORIGINAL_RECOVER = DeliveryRecovery.recover
-_ORIGINAL_STAGE = MemoryJobStore.stage
-_ORIGINAL_ABSENT = service_attempts._absent
 
-BREAKS: dict[str, tuple[object, str, object]] = {
+BREAKS = BreakTable({
     "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
     "no_containment": (Canceller, "contain", _no_containment),
     "orphan_fence": (DeliveryRecovery, "recover", _rotate_without_fence),
@@ -525,54 +520,35 @@ BREAKS: dict[str, tuple[object, str, object]] = {
     # The ledger's Step log as 847ff19 left it: only a second terminal Step is refused,
     # so a zombie hop's late Steps land after its Run's terminal one.
     "steps_after_terminal_written": (MemoryLedger, "closes_at_terminal", False),
-}
-BREAKS.update(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
-
-COMPANIONS.update({
-    # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker
-    # cancels the hop as it resumes) and the ledger refuses its writes by claim and
-    # sequence. The break removes both, as a maintainer who misread the rule in both.
-    "checkpoint_unfenced": [(orphans, "hop_key", _next_hop_key)],
-    # Racing admissions reach the ledger only when no in-process lock serialises
-    # them, as with two Vessels on one database.
-    "admission_key_upserted": [
-        (AdmissionCoordinator, "admitting", _admitting_as_two_vessels)],
-    "racing_admission_as_creator": [
-        (AdmissionCoordinator, "admitting", _admitting_as_two_vessels)],
-    # Two boots failing one orphan, as two Vessels on one database do.
-    "second_terminal_step_written": [(orphans, "write_or_owe", _two_boots_write_orphan_evidence)],
-    # Breaks of the callers' terminal-evidence rules: the ledger would refuse the
-    # second Step they write (issue 15, M11), so each comes with the ledger unguarded.
-    "duplicate_cancelled_step": [UNGUARDED_LEDGER],
-    "evidence_repaired_twice": [*COMPANIONS["evidence_repaired_twice"], UNGUARDED_LEDGER],
 })
+BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
+# A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker
+# cancels the hop as it resumes) and the ledger refuses its writes by claim and
+# sequence. The break removes both, as a maintainer who misread the rule in both.
+BREAKS.pair("checkpoint_unfenced", (orphans, "hop_key", _next_hop_key))
+# Racing admissions reach the ledger only when no in-process lock serialises
+# them, as with two Vessels on one database.
+TWO_VESSEL_ADMISSIONS = (AdmissionCoordinator, "admitting", _admitting_as_two_vessels)
+BREAKS.pair("admission_key_upserted", TWO_VESSEL_ADMISSIONS)
+BREAKS.pair("racing_admission_as_creator", TWO_VESSEL_ADMISSIONS)
+# Two boots failing one orphan, as two Vessels on one database do.
+BREAKS.pair("second_terminal_step_written",
+            (orphans, "write_or_owe", _two_boots_write_orphan_evidence))
+# Breaks of the callers' terminal-evidence rules: the ledger would refuse the
+# second Step they write (issue 15, M11), so each comes with the ledger unguarded.
+BREAKS.pair("duplicate_cancelled_step", UNGUARDED_LEDGER)
+BREAKS.pair("evidence_repaired_twice", UNGUARDED_LEDGER)
+
 
 
 @contextmanager
 def broken(name: str | None) -> Iterator[None]:
+    """Break `name` (a name of `BREAKS`) for the duration; None or "" breaks nothing."""
     if not name:
         yield
         return
-    if name not in BREAKS:
-        raise KeyError(f"unknown break {name!r}; known: {', '.join(BREAKS)}")
-    patches = [BREAKS[name], *COMPANIONS.get(name, [])]
-    # Remember what the owner itself held: an inherited method (MemoryLedger's
-    # readmit_after_service lives on WaitsMixin) is restored by deleting the
-    # patch, never by copying it onto the owner, which would shadow the base
-    # class for every later patch of it in the same process.
-    missing = object()
-    originals = [(owner, attr, vars(owner).get(attr, missing)) if isinstance(owner, type)
-                 else (owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
-    for owner, attr, replacement in patches:
-        setattr(owner, attr, replacement)
-    try:
+    with BREAKS.applied(name):
         yield
-    finally:
-        for owner, attr, original in reversed(originals):
-            if original is missing:
-                delattr(owner, attr)
-            else:
-                setattr(owner, attr, original)
 
 
 def from_env() -> str | None:

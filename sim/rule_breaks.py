@@ -45,6 +45,7 @@ from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobStatus
 from runtime.service import rules as service_rules
 from runtime.service.models import ServiceJobAttempt
+from sim.break_table import BreakTable
 
 # -- seed 000 "Admission and exact claim" ------------------------------------------------
 
@@ -54,7 +55,8 @@ async def _settle_without_claim(
 ) -> Run | None:
     """Settlement that checks the sequence but not the claim: a hop whose Run is
     CANCELLING (or whose delivery is no longer CLAIMED) still settles it."""
-    settled = await _ORIGINAL_SETTLE(self, run_id, seq, settlement, now)
+    settle = RULE_BREAKS.unbroken(_settle_without_claim)
+    settled = await settle(self, run_id, seq, settlement, now)
     run = self.run_table.get(run_id)
     d = self.delivery_table.get((run_id, seq))
     if settled is not None or run is None or d is None or run.seq != seq or run.status.terminal:
@@ -69,7 +71,8 @@ async def _claim_restamps_started_at(
     self: MemoryLedger, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
 ) -> Claim:
     """The exact claim, but every claim (a resume too) writes started_at anew."""
-    claim = await _ORIGINAL_CLAIM(self, run_id, seq, boot_id, token, now)
+    exact_claim = RULE_BREAKS.unbroken(_claim_restamps_started_at)
+    claim = await exact_claim(self, run_id, seq, boot_id, token, now)
     if claim.claimed and claim.run is not None and claim.run.started_at != now \
             and claim.delivery is not None and claim.delivery.updated_at == now:
         run = self._put_run(claim.run, started_at=now)
@@ -105,7 +108,7 @@ def _session_never_busy(self: MemoryLedger, run: Run) -> Run | None:
 
 async def _publish_marks_on_failure(self: RunEngine, delivery: RunDelivery) -> RunDelivery:
     """A publish that records PUBLISHED even when the broker never took the job."""
-    result = await _ORIGINAL_PUBLISH(self, delivery)
+    result = await RULE_BREAKS.unbroken(_publish_marks_on_failure)(self, delivery)
     if result.state is not DeliveryState.PENDING:
         return result
     marked = await self.deps.ledger.mark_published(
@@ -154,7 +157,7 @@ async def _relay_never_republishes(self: DeliveryRecovery, run: Run) -> Delivery
                                                    DeliveryState.PUBLISHED) \
             and await self.engine.deps.broker.probe(delivery.key) is None:
         return DeliveryVerdict.RETAINED
-    return await _ORIGINAL_RECOVER(self, run)
+    return await RULE_BREAKS.unbroken(_relay_never_republishes)(self, run)
 
 
 async def _cancel_over_terminal(self: MemoryLedger, run_id: UUID, now: datetime) -> Run | None:
@@ -165,7 +168,7 @@ async def _cancel_over_terminal(self: MemoryLedger, run_id: UUID, now: datetime)
         return run
     if run.status.terminal and run.status is not RunStatus.CANCELLED:
         return self._put_run(run, status=RunStatus.CANCELLING, updated_at=now)
-    return await _ORIGINAL_BEGIN_CANCEL(self, run_id, now)
+    return await RULE_BREAKS.unbroken(_cancel_over_terminal)(self, run_id, now)
 
 
 # -- seed 003 "Return makes a new claim", "Three boundaries" -------------------------------
@@ -196,7 +199,7 @@ def _readmit_same_sequence(self: MemoryLedger, run: Run, now: datetime) -> RunDe
 
 async def _relay_readmits_running_delegate(self: Relays, run: Run) -> bool:
     """The delegate relay re-admits as soon as it has looked, finished job or not."""
-    await _ORIGINAL_RELAY_DELEGATE(self, run)
+    await RULE_BREAKS.unbroken(_relay_readmits_running_delegate)(self, run)
     fresh = await self.engine.deps.ledger.get_run(run.id)
     if fresh is None or fresh.status is not RunStatus.AWAITING_DELEGATE \
             or fresh.agent_job_id is None:
@@ -221,7 +224,7 @@ async def _readmit_delegate_any_state(
 
 async def _relay_readmits_open_attempt(self: Relays, run: Run) -> bool:
     """The service relay re-admits once it has advanced the attempt, terminal or not."""
-    await _ORIGINAL_RELAY_SERVICE(self, run)
+    await RULE_BREAKS.unbroken(_relay_readmits_open_attempt)(self, run)
     fresh = await self.engine.deps.ledger.get_run(run.id)
     if fresh is None or fresh.status is not RunStatus.AWAITING_SERVICE \
             or fresh.service_attempt_id is None:
@@ -247,7 +250,7 @@ async def _readmit_service_any_state(
 
 def _budget_reset(self: HardwareResumeBudget, capability: str) -> HardwareResumeBudget:
     """Every convergence call charges a fresh budget: the counters never accumulate."""
-    return _ORIGINAL_CHARGE(HardwareResumeBudget(), capability)
+    return RULE_BREAKS.unbroken(_budget_reset)(HardwareResumeBudget(), capability)
 
 
 # -- seed 000 "Events, settlement, and waits"; startup reconciliation -----------------------
@@ -282,7 +285,7 @@ async def _relay_orphans_own_boot(self: Relays, run: Run) -> bool:
     if job is not None and job.status.live and job.status is not JobStatus.ABORTING:
         with contextlib.suppress(BrokerUnavailable):
             await deps.broker.abort(key, "fenced: orphaned by process death")
-    return await _ORIGINAL_RELAY_ORPHAN(self, run)
+    return await RULE_BREAKS.unbroken(_relay_orphans_own_boot)(self, run)
 
 
 def _offer_drops_silently(self: Subscription, event: Event) -> None:
@@ -316,7 +319,7 @@ def _usage_zero_when_unknown(job: LeasedJob, index: int, kind: EventKind, now: d
     """The attempt log records unknown usage as zero tokens instead of None."""
     if kind in (EventKind.COMPLETED, EventKind.FAILED) and kw.get("usage") is None:
         kw["usage"] = Usage(input_tokens=0, output_tokens=0)
-    return _ORIGINAL_EVENT(job, index, kind, now, **kw)  # type: ignore[arg-type]
+    return RULE_BREAKS.unbroken(_usage_zero_when_unknown)(job, index, kind, now, **kw)
 
 
 async def _reserve_in_memory_only(
@@ -342,22 +345,11 @@ def _prepare_ignores_payload(
     stored = by_key if by_key is not None else by_id
     if stored is not None and stored.request_digest != attempt.request_digest:
         return stored
-    return _ORIGINAL_PREPARE(attempt, by_id, by_key)
+    return RULE_BREAKS.unbroken(_prepare_ignores_payload)(attempt, by_id, by_key)
 
 
-_ORIGINAL_CLAIM = MemoryLedger.claim_delivery
-_ORIGINAL_PUBLISH = RunEngine.publish
-_ORIGINAL_SETTLE = MemoryLedger.settle_run
-_ORIGINAL_RECOVER = DeliveryRecovery.recover
-_ORIGINAL_RELAY_ORPHAN = Relays._orphan
-_ORIGINAL_RELAY_DELEGATE = Relays._delegate
-_ORIGINAL_RELAY_SERVICE = Relays._service
-_ORIGINAL_CHARGE = HardwareResumeBudget.charge
-_ORIGINAL_EVENT = job_rules._event
-_ORIGINAL_PREPARE = service_rules.decide_prepare
-_ORIGINAL_BEGIN_CANCEL = MemoryLedger.begin_cancel
 
-RULE_BREAKS: dict[str, tuple[object, str, object]] = {
+RULE_BREAKS = BreakTable({
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
     "doctrine_priority": (RunDelivery, "broker_priority", property(_doctrine_priority)),
@@ -383,9 +375,7 @@ RULE_BREAKS: dict[str, tuple[object, str, object]] = {
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
-}
-
-COMPANIONS: dict[str, list[tuple[object, str, object]]] = {
+}, companions={
     "no_session_fence": [(MemoryLedger, "_session_busy", _session_never_busy)],
     "evidence_repaired_twice": [(MemoryLedger, "evidence_debts", _every_terminal_run)],
     "delegate_resumed_unfinished": [
@@ -394,6 +384,8 @@ COMPANIONS: dict[str, list[tuple[object, str, object]]] = {
     "service_resumed_unfinished": [
         (MemoryLedger, "readmit_after_service", _readmit_service_any_state),
     ],
-}
-"""Further patches a break needs when the rule is guarded twice (caller and CAS): one
-bug, written in both places, as a maintainer who misreads the rule would."""
+})
+"""One break per seed rule; `companions` are the further patches a break needs when the
+rule is guarded twice (caller and CAS): one bug, written in both places, as a
+maintainer who misreads the rule would."""
+

@@ -288,9 +288,9 @@ def test_a_ledger_that_takes_a_second_terminal_step_is_caught() -> None:
                                         range(1, 20), "terminal_step_at_most_once")
     assert "(run.failed, run.failed)" in message
     from runtime.recovery import orphans
-    from sim.breaks import COMPANIONS
+    from sim.breaks import BREAKS
 
-    [(owner, attr, two_boots)] = COMPANIONS["second_terminal_step_written"]
+    [(owner, attr, two_boots)] = BREAKS.companions["second_terminal_step_written"]
     assert (owner, attr) == (orphans, "write_or_owe")
     original = orphans.write_or_owe
     orphans.write_or_owe = two_boots  # the race alone, the guard in place
