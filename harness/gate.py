@@ -19,7 +19,9 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +381,19 @@ def _check_receipts(found: list[dict[str, Any]], names: list[str], group: str,
                                    float(entry.get("seconds") or 0.0)))
 
 
+def _run_receipt(result: GateResult, name: str, run: Callable[[], dict[str, Any]],
+                 passed: Callable[[str], bool]) -> None:
+    """Run one receipt (a window's lifecycle or a check) and record it as a check that
+    holds when its verdict `passed`, timed, with its reason or problems as detail."""
+    started = time.perf_counter()
+    receipt = run()
+    result.checks.append(Check(
+        "receipts-run", name, passed(receipt["verdict"]),
+        receipt.get("reason") or "; ".join(receipt.get("problems", [])) or "ran",
+        time.perf_counter() - started,
+    ))
+
+
 def _prove_receipts(policy: Policy, root: Path, result: GateResult) -> None:
     """Run the two-boot lifecycle for every required window on this code, the
     leased-job checks (all of them under `require_leased`, else those a named window
@@ -400,21 +415,11 @@ def _prove_receipts(policy: Policy, root: Path, result: GateResult) -> None:
     try:
         with provision() as server:
             for window in windows:
-                started = time.perf_counter()
-                receipt = prove(window, server.dsn, root)
-                result.checks.append(Check(
-                    "receipts-run", window.point, receipt["verdict"] != "failed",
-                    receipt.get("reason") or "; ".join(receipt.get("problems", [])) or "ran",
-                    time.perf_counter() - started,
-                ))
+                _run_receipt(result, window.point, partial(prove, window, server.dsn, root),
+                             lambda verdict: verdict != "failed")
             for check in checks:
-                started = time.perf_counter()
-                receipt = run_check(check, server.dsn, root)
-                result.checks.append(Check(
-                    "receipts-run", check.name, receipt["verdict"] == "proved",
-                    receipt.get("reason") or "; ".join(receipt.get("problems", [])) or "ran",
-                    time.perf_counter() - started,
-                ))
+                _run_receipt(result, check.name, partial(run_check, check, server.dsn, root),
+                             lambda verdict: verdict == "proved")
     except PostgresUnavailable as exc:
         result.checks.append(Check("receipts", "PostgreSQL for receipts", False, str(exc)))
         return
