@@ -157,7 +157,7 @@ def campaign(
         help="with --app: fail when a sometimes() assertion was never true")] = False,
 ) -> None:
     """Run every seed of every scenario (or of --app) and report violations and coverage."""
-    from sim.campaign import parse_seeds, parse_shard, run_campaign
+    from sim.campaign import parse_seeds, parse_shard, plan, run_campaign
     from sim.campaign import shard as slice_of
 
     target = _app(app_ref, scenario) if app_ref is not None else None
@@ -174,12 +174,10 @@ def campaign(
     except ValueError as exc:
         _die(f"--shard: {exc}")
     usage.prepare_outputs({"--json": json_path, "--junit": junit, "--html": html})
-    from sim import breaks
-
     if target is not None:
         rep = _app_campaign(target, seed_list, profile, jobs, part, progress_every)
     else:
-        work = [(s, n, profile, breaks.from_env()) for n in names for s in seed_list]
+        work = plan(names, seed_list, profile)
         if part is not None:
             work = slice_of(work, *part)
         with Progress(err, progress_every) as progress:

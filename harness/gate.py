@@ -33,7 +33,7 @@ from harness.catalogue_check import code_digest
 from harness.progress import Progress
 from harness.reuse import Reused, index_reused_receipts, reachable_windows
 from runtime.faults import CATALOGUE
-from sim.campaign import CampaignReport, parse_seeds, run_campaign
+from sim.campaign import CampaignReport, parse_seeds, plan, run_campaign
 from sim.faults.options import PROFILES
 from sim.scenarios import resolve
 
@@ -196,10 +196,7 @@ def _campaign(
     spec: CampaignSpec, jobs: int, replay_command: Any, result: GateResult,
     tell: Progress, reuse: Reused | None = None,
 ) -> CampaignReport:
-    from sim import breaks
-
-    work = [(s, n, spec.profile, breaks.from_env())
-            for n in spec.names() for s in parse_seeds(spec.seeds)]
+    work = plan(spec.names(), parse_seeds(spec.seeds), spec.profile)
     reused, work = reuse.take(work) if reuse else ([], work)
     tell.say(f"campaign {spec.scenarios} x {spec.profile} x {spec.seeds}: "
              f"{len(work)} to simulate, {len(reused)} reused")

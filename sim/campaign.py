@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.faults import CATALOGUE
+from sim import breaks
 from sim.clock import freeze_process
 from sim.kernel import SimResult, run_simulation
 
@@ -57,6 +58,12 @@ def parse_shard(spec: str) -> tuple[int, int]:
     if total < 1 or not 1 <= index <= total:
         raise ValueError(f"bad shard {spec!r}: K must be between 1 and N (N >= 1)")
     return index, total
+
+
+def plan(names: Iterable[str], seeds: list[int], profile: str) -> list[SeedJob]:
+    """Every seed of every scenario (scenario by scenario, seeds in order) under
+    `profile`, each with the break `SIM_BREAK` names, if any."""
+    return [(s, n, profile, breaks.from_env()) for n in names for s in seeds]
 
 
 def shard(jobs: list[SeedJob], index: int, total: int) -> list[SeedJob]:
