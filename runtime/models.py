@@ -154,6 +154,21 @@ class RunDelivery(Frozen):
         """SAQ dequeues lower values first: the enqueue edge inverts doctrine priority."""
         return 100 - self.priority
 
+    def next_generation(self, now: datetime) -> RunDelivery:
+        """The delivery a rotation puts in this one's place: seq + 1, PENDING, neither
+        held nor claimed, created `now`; its mode, queue and priority kept."""
+        return self.model_copy(
+            update={
+                "seq": self.seq + 1,
+                "state": DeliveryState.PENDING,
+                "claimed_boot": None,
+                "claim_token": None,
+                "held_by": None,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+
 
 class Admission(Frozen):
     """Result of `Ledger.admit_run`: the canonical Run and its delivery at that moment.

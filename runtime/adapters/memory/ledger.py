@@ -229,17 +229,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         ):
             return None
         self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
-        fresh = d.model_copy(
-            update={
-                "seq": seq + 1,
-                "state": DeliveryState.PENDING,
-                "claimed_boot": None,
-                "claim_token": None,
-                "held_by": None,
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
+        fresh = d.next_generation(now)
         self.delivery_table[(run_id, seq + 1)] = fresh
         self._put_run(run, seq=seq + 1, updated_at=now)
         return fresh

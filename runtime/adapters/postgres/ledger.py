@@ -253,17 +253,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 q.CLOSE_DEAD_DELIVERY, {**key(run_id, seq, now), "claimable": q.CLAIMABLE}
             )
             await one(cur)
-            fresh = d.model_copy(
-                update={
-                    "seq": seq + 1,
-                    "state": DeliveryState.PENDING,
-                    "claimed_boot": None,
-                    "claim_token": None,
-                    "held_by": None,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            )
+            fresh = d.next_generation(now)
             await cur.execute(q.INSERT_DELIVERY, delivery_params(fresh))
             stored = delivery_from_row(await one(cur))
             await cur.execute(q.ADVANCE_RUN_SEQ, key(run_id, seq, now))
