@@ -128,6 +128,18 @@ def _app(ref: str, scenario: str | None) -> Any:
     return loaded
 
 
+def _one_seed(seed: str, scenario: str | None, app_ref: str | None, profile: str,
+              plan: Path | None) -> tuple[int, Any, str, Any]:
+    """What replay and shrink take: the seed, the --app target (None for a scenario),
+    the scenario's or app's name and the --plan loaded, checked in that order (a usage
+    error is one line, exit 2)."""
+    n = _int(seed, "--seed")
+    target = _app(app_ref, scenario) if app_ref is not None else None
+    name = target.name if target is not None else _one_scenario(scenario or "basic")
+    _profile(profile)
+    return n, target, name, (_load_plan(plan) if plan else None)
+
+
 # Report options shared by `campaign` and `merge`: one declaration, one help text.
 JsonOut = Annotated[Path | None, typer.Option("--json", help="write the JSON report")]
 JunitOut = Annotated[Path | None, typer.Option(help="write JUnit XML")]
@@ -357,11 +369,7 @@ def replay(
     from harness.api import running
     from sim.kernel import run_simulation
 
-    n = _int(seed, "--seed")
-    target = _app(app_ref, scenario) if app_ref is not None else None
-    name = target.name if target is not None else _one_scenario(scenario or "basic")
-    _profile(profile)
-    fault_plan = _load_plan(plan) if plan else None
+    n, target, name, fault_plan = _one_seed(seed, scenario, app_ref, profile, plan)
     usage.prepare_outputs({"--trace": trace, "--html": html})
     if target is not None:
         result = running.simulate(target, n, profile, fault_plan).sim_result()
@@ -401,11 +409,7 @@ def shrink(
     """Minimise the failing fault plan of a seed while the same invariant fails."""
     from sim.shrink import shrink as do_shrink
 
-    n = _int(seed, "--seed")
-    target_app = _app(app_ref, scenario) if app_ref is not None else None
-    name = target_app.name if target_app is not None else _one_scenario(scenario or "basic")
-    _profile(profile)
-    start = _load_plan(plan) if plan else None
+    n, target_app, name, start = _one_seed(seed, scenario, app_ref, profile, plan)
     usage.prepare_outputs({"--out": out_path, "--emit-test": emit_test})
     if target_app is not None:
         _shrink_app(target_app, n, profile, start, out_path, emit_test)
