@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from runtime.adapters.attempt_endings import AttemptEndings
 from runtime.adapters.memory.gate import enter
 from runtime.jobs import rules
 from runtime.jobs.errors import UnknownJob
 from runtime.jobs.models import (
     RENEW_EVERY_S,
     AttemptEvent,
-    AttemptFailure,
     EvidenceRecord,
     Interpretation,
     LeasedJob,
@@ -27,7 +27,7 @@ from runtime.jobs.models import (
 )
 
 
-class MemoryJobStore:
+class MemoryJobStore(AttemptEndings):
     def __init__(self, renew_every_s: float = RENEW_EVERY_S) -> None:
         self.renew_every_s = renew_every_s
         self.evidence_table: dict[UUID, EvidenceRecord] = {}
@@ -132,28 +132,6 @@ class MemoryJobStore:
             rules.interpretation_of(events, fence, job.interpretation),
         )
         return self._apply(decision)
-
-    async def schedule_retry(
-        self,
-        job_id: UUID,
-        fence: int,
-        owner: str,
-        retry_at: datetime,
-        failure: AttemptFailure,
-        now: datetime,
-    ) -> LeasedJob:
-        return await self._end_attempt(rules.decide_retry, job_id, fence, owner, retry_at,
-                                       failure, now)
-
-    async def fail(
-        self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
-    ) -> LeasedJob:
-        return await self._end_attempt(rules.decide_fail, job_id, fence, owner, failure, now)
-
-    async def exhaust(
-        self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
-    ) -> LeasedJob:
-        return await self._end_attempt(rules.decide_exhaust, job_id, fence, owner, failure, now)
 
     async def _end_attempt(
         self, decide: Callable[..., rules.Decision], job_id: UUID, fence: int, owner: str,

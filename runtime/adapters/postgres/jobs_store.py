@@ -20,6 +20,7 @@ from uuid import UUID
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from runtime.adapters.attempt_endings import AttemptEndings
 from runtime.adapters.postgres.pooled import PooledStore
 from runtime.adapters.postgres.records import (
     assignments,
@@ -35,7 +36,6 @@ from runtime.jobs.errors import UnknownJob
 from runtime.jobs.models import (
     RENEW_EVERY_S,
     AttemptEvent,
-    AttemptFailure,
     EventKind,
     EvidenceRecord,
     Interpretation,
@@ -122,7 +122,7 @@ def _evidence(row: dict[str, Any]) -> EvidenceRecord:
     return from_row(EvidenceRecord, row, EVIDENCE_COLUMNS)
 
 
-class PostgresJobStore(PooledStore):
+class PostgresJobStore(AttemptEndings, PooledStore):
     """Build it with `await PostgresJobStore.connect(dsn)`; close it when done."""
 
     def __init__(self, pool: AsyncConnectionPool, renew_every_s: float = RENEW_EVERY_S) -> None:
@@ -261,28 +261,6 @@ class PostgresJobStore(PooledStore):
             )
             await self._write(cur, decision)
         return decision.outcome()
-
-    async def schedule_retry(
-        self,
-        job_id: UUID,
-        fence: int,
-        owner: str,
-        retry_at: datetime,
-        failure: AttemptFailure,
-        now: datetime,
-    ) -> LeasedJob:
-        return await self._end_attempt(rules.decide_retry, job_id, fence, owner, retry_at,
-                                       failure, now)
-
-    async def fail(
-        self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
-    ) -> LeasedJob:
-        return await self._end_attempt(rules.decide_fail, job_id, fence, owner, failure, now)
-
-    async def exhaust(
-        self, job_id: UUID, fence: int, owner: str, failure: AttemptFailure, now: datetime
-    ) -> LeasedJob:
-        return await self._end_attempt(rules.decide_exhaust, job_id, fence, owner, failure, now)
 
     async def _end_attempt(
         self, decide: Callable[..., rules.Decision], job_id: UUID, fence: int, owner: str,
