@@ -23,6 +23,7 @@ about 1e16 and beyond, comes back as the int of that decimal).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -263,36 +264,32 @@ class PostgresLedger(WaitsMixin, BootsMixin):
     async def fail_orphan(
         self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
     ) -> Run | None:
-        return await self._fail_open(
-            run_id, seq, reason, now, open_run.OrphanFence(boot_id),
-            q.FAIL_ORPHAN_DELIVERY, {"boot_id": boot_id},
-        )
+        return await self._fail_open(run_id, seq, reason, now, open_run.OrphanFence(boot_id))
 
     async def fail_abandoned(
         self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
     ) -> Run | None:
-        return await self._fail_open(
-            run_id, seq, reason, now, open_run.AbandonedFence(claim_token),
-            q.FAIL_ABANDONED_DELIVERY, {"claim_token": claim_token},
-        )
+        fence = open_run.AbandonedFence(claim_token)
+        return await self._fail_open(run_id, seq, reason, now, fence)
 
     async def _fail_open(
-        self, run_id: UUID, seq: int, reason: str, now: datetime, fence: open_run.ClaimFence,
-        fail_delivery: Any, cas: dict[str, str],
+        self, run_id: UUID, seq: int, reason: str, now: datetime,
+        fence: open_run.OrphanFence | open_run.AbandonedFence,
     ) -> Run | None:
         """Under the Run's and the delivery's row locks, `open_run.decide`; on FAIL the
-        Run and then the delivery are written FAILED, the delivery under `fail_delivery`,
-        the statement that repeats `fence` as its condition (parameters `cas`)."""
+        Run and then the delivery are written FAILED, the delivery by the statement that
+        repeats `fence` as its condition (its fields are the statement's parameters)."""
         async with self._transaction() as cur:
             run = await fetch_run(cur, q.LOCK_RUN, run_id)
             d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
             verdict = open_run.decide(run, d, seq, reason, fence)
             if verdict is not open_run.Verdict.FAIL:
                 return run if verdict is open_run.Verdict.REPEATED else None
-            params = {**key(run_id, seq, now), "reason": reason, "orphanable": q.ORPHANABLE, **cas}
+            params = {**key(run_id, seq, now), "reason": reason, "orphanable": q.ORPHANABLE,
+                      **asdict(fence)}
             await cur.execute(q.FAIL_ORPHAN_RUN, params)
             failed = run_from_row(await one(cur))
-            await cur.execute(fail_delivery, params)
+            await cur.execute(_FAIL_DELIVERY[type(fence)], params)
             await one(cur)
             return failed
 
@@ -428,6 +425,12 @@ class PostgresLedger(WaitsMixin, BootsMixin):
 
 
 # -- helpers ------------------------------------------------------------------
+
+_FAIL_DELIVERY: dict[type, Any] = {
+    open_run.OrphanFence: q.FAIL_ORPHAN_DELIVERY,
+    open_run.AbandonedFence: q.FAIL_ABANDONED_DELIVERY,
+}
+"""The delivery's FAILED update for each fence, conditional on what the fence checked."""
 
 
 async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:
