@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,6 +40,15 @@ from sim.scenarios import resolve
 
 class PolicyError(Exception):
     """The policy file cannot be used: exit 2."""
+
+
+def _only_known(value: list[str], known: Container[str], what: str, lists: str) -> list[str]:
+    """`value` when every name in it is `known`; else a ValueError naming the unknown
+    ones and the command (`lists`) that lists the known."""
+    unknown = [v for v in value if v not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown}; see `{lists}`")
+    return value
 
 
 class CampaignSpec(BaseModel):
@@ -105,20 +114,15 @@ class Policy(BaseModel):
     def _break_only(cls, value: list[str]) -> list[str]:
         from sim.breaks import BREAKS
 
-        unknown = [b for b in value if b not in BREAKS]
-        if unknown:
-            raise ValueError(f"unknown breaks {unknown}; see `harness rules`")
-        return value
+        return _only_known(value, BREAKS, "breaks", "harness rules")
+
     windows: list[str] = Field(default_factory=list)
     campaign: list[CampaignSpec] = Field(min_length=1)
 
     @field_validator("windows")
     @classmethod
     def _windows(cls, value: list[str]) -> list[str]:
-        unknown = [w for w in value if w not in CATALOGUE]
-        if unknown:
-            raise ValueError(f"unknown windows {unknown}; see `harness faults`")
-        return value
+        return _only_known(value, CATALOGUE, "windows", "harness faults")
 
     @classmethod
     def load(cls, path: Path) -> Policy:
