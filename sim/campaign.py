@@ -134,7 +134,7 @@ class CampaignReport:
 def iterate(
     jobs: list[Any], workers: int, run: Callable[[Any], dict[str, Any]] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Yield each seed's summary as it finishes, in completion order.
+    """Yield each seed's summary in job order, as soon as it and those before it finished.
 
     `run` turns one job into its summary (default `run_one`, looked up at call
     time); with several workers it must be a module-level function (it is pickled
@@ -151,7 +151,14 @@ def iterate(
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=freeze_process
     ) as pool:
-        yield from pool.map(run, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
+        yield from pool.map(run, jobs, chunksize=CHUNK)
+
+
+CHUNK = 2
+"""Simulations handed to a worker at a time. A chunk of a sixteenth of the campaign
+could leave one worker alone on the last long chunk (the `events` scenario costs ten
+times `basic`); a simulation costs tens of milliseconds or more against well under one
+for the hand-over, so small chunks bound the tail at one or two simulations."""
 
 
 def run_campaign(
