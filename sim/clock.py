@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import anyio
+import trio
 import trio.abc
 import trio.testing
 
@@ -32,7 +32,7 @@ class VirtualClock:
         self._last = 0.0
 
     def monotonic(self) -> float:
-        now = anyio.current_time()
+        now = trio.current_time()
         if now < self._last:
             raise ClockWentBackwards(f"virtual time moved from {self._last} to {now}")
         self._last = now

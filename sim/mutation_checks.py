@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-import anyio
+import trio
 
 from runtime.mutation import DRAIN_POLL_S
 
@@ -90,7 +90,7 @@ class MutationChecks:
                 self.running.discard(call)
                 CURRENT_HOP.reset(token)
                 if call.claiming:
-                    self.last_end[boot_id] = anyio.current_time()
+                    self.last_end[boot_id] = trio.current_time()
             self.checker._guarded(lambda: self.checker.hop_checks.returned(call, outcome))
             return outcome
 
@@ -119,7 +119,7 @@ class MutationChecks:
         if call is not None:
             call.claimed = True
             call.since = len(self.checker.world.trace.lines)
-            call.claimed_at = anyio.current_time()
+            call.claimed_at = trio.current_time()
         if self.holding == boot_id:
             self.checker.fail("mutation_quiesced", f"hop {key} of {boot_id} claimed while a "
                               "mutation held its pre-claim gate closed")
@@ -136,7 +136,7 @@ class MutationChecks:
 
     def drain_timed_out(self, boot_id: str) -> None:
         """A drain polls; a hop that ended within its last poll still counts."""
-        recent = anyio.current_time() - self.last_end.get(boot_id, -1e9) <= DRAIN_POLL_S + EPS
+        recent = trio.current_time() - self.last_end.get(boot_id, -1e9) <= DRAIN_POLL_S + EPS
         if not self.claimed_hops(boot_id) and not recent:
             self.checker.fail("drain_honest", f"the drain of {boot_id} timed out with no "
                               "hop of it past the pre-claim gate still running")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
+import trio
 
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import ProcessCrashed
@@ -81,15 +82,15 @@ class Process(Incarnation):
         self.world.trace.emit("workers", "process.crash", process=self.id, reason=reason)
 
     def freeze(self, seconds: float) -> None:
-        until = anyio.current_time() + seconds
+        until = trio.current_time() + seconds
         if until > self.frozen_until:
             self.frozen_until = until
         self.world.trace.emit("workers", "process.stall", process=self.id, seconds=seconds)
 
     async def thaw(self) -> None:
         """Wait while the process is frozen; a crash meanwhile ends the call."""
-        while anyio.current_time() < self.frozen_until:
-            await anyio.sleep(self.frozen_until - anyio.current_time())
+        while trio.current_time() < self.frozen_until:
+            await anyio.sleep(self.frozen_until - trio.current_time())
         self.check_alive()
 
     async def call(self, fn: Callable[[Process], Awaitable[T]]) -> T:

@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
+import trio
 
 from runtime.errors import LedgerUnavailable
 
@@ -78,7 +78,7 @@ def attempt_began() -> Attempt | None:
     record = CURRENT.get()
     if record is None:
         return None
-    attempt = Attempt(anyio.current_time())
+    attempt = Attempt(trio.current_time())
     record.attempts.append(attempt)
     return attempt
 

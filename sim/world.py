@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.abc
+import trio
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.memory.jobs_store import MemoryJobStore
@@ -139,15 +140,15 @@ class Boot(Incarnation):
 
     @property
     def frozen(self) -> bool:
-        return anyio.current_time() < self.frozen_until
+        return trio.current_time() < self.frozen_until
 
     def partitioned(self) -> bool:
-        return not self.world.injector.healed and anyio.current_time() < self.partitioned_until
+        return not self.world.injector.healed and trio.current_time() < self.partitioned_until
 
     def stall(self, seconds: float) -> None:
         """A zombie: the process freezes (every seam call waits), its lease lapses and the
         world presumes it dead and starts a successor; after `seconds` it goes on."""
-        now = anyio.current_time()
+        now = trio.current_time()
         self.frozen_until = max(self.frozen_until, now + seconds)
         self.stalls.append((now, self.frozen_until))
         self.unreachable.append((now, self.frozen_until))
@@ -156,15 +157,16 @@ class Boot(Incarnation):
 
     def partition(self, seconds: float) -> None:
         """Only this boot loses the database for `seconds`; it keeps serving and retrying."""
-        now = anyio.current_time()
+        now = trio.current_time()
         self.partitioned_until = max(self.partitioned_until, now + seconds)
+        self.world.partitions_end = max(self.world.partitions_end, self.partitioned_until)
         self.unreachable.append((now, self.partitioned_until))
         self.world.trace.emit("world", "boot.partition", boot=self.number, seconds=seconds)
 
     async def thaw(self) -> None:
         """Wait while stalled; a crash meanwhile ends the call."""
-        while anyio.current_time() < self.frozen_until:
-            await anyio.sleep(self.frozen_until - anyio.current_time())
+        while trio.current_time() < self.frozen_until:
+            await anyio.sleep(self.frozen_until - trio.current_time())
         self.check_alive()
 
     def stop(self) -> None:
@@ -301,10 +303,13 @@ class World:
     shutting_down: bool = False
     ledger_down_until: float = 0.0
     """Virtual time until which the database is unreachable (FaultKind.LEDGER_OUTAGE)."""
+    partitions_end: float = 0.0
+    """When the last partition of any boot ends (Boot.partition keeps it): read on
+    every ledger call, so no scan of every boot the world ever started."""
 
     def blips_ended(self) -> float:
         """When the last outage or partition of any boot ended (or will end)."""
-        return max([self.ledger_down_until, *(b.partitioned_until for b in self.boots)])
+        return max(self.ledger_down_until, self.partitions_end)
     seq_watch: dict[str, tuple[int, anyio.Event]] = field(default_factory=dict)
     """Pending stale redeliveries (FaultKind.STALE_REDELIVERY): Run id -> the old
     sequence and the event set once the Run's sequence moves on."""
@@ -434,16 +439,16 @@ class World:
             boot.gone.set()
 
     async def _random_crash(self, boot: Boot) -> None:
-        at = self.injector.roll_boot_crash(anyio.current_time())
+        at = self.injector.roll_boot_crash(trio.current_time())
         if at is None:
             return
-        await anyio.sleep(max(0.0, at - anyio.current_time()))
+        await anyio.sleep(max(0.0, at - trio.current_time()))
         if boot.alive and self.injector.time_crash_fires(at):
             boot.crash(f"random crash at t={at:g}")
 
     async def planned_time_crashes(self) -> None:
         for at in self.injector.planned_times():
-            await anyio.sleep(max(0.0, at - anyio.current_time()))
+            await anyio.sleep(max(0.0, at - trio.current_time()))
             boot = self.live_boot
             if boot is not None and self.injector.time_crash_fires(at):
                 boot.crash(f"planned crash at t={at:g}")

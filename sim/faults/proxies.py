@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 import anyio
+import trio
 
 from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.memory.broker import serve_queue
@@ -170,7 +171,7 @@ class SimLedger(_Guarded):
             return await self._attempt(name, write, op, run_id)
         except LedgerUnavailable:
             if attempt is not None:
-                attempt.failed = anyio.current_time()
+                attempt.failed = trio.current_time()
             raise
 
     async def _attempt(
@@ -187,7 +188,7 @@ class SimLedger(_Guarded):
             kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
         fault, amount = self._fire(f"ledger.{name}", kinds)
         if fault is FaultKind.LEDGER_OUTAGE:
-            self.world.ledger_down_until = anyio.current_time() + amount
+            self.world.ledger_down_until = trio.current_time() + amount
             self._refuse_during_outage(name)
         if name == "delete_checkpoint" and run_id is not None:
             self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
@@ -270,7 +271,7 @@ class SimLedger(_Guarded):
     def _refuse_during_outage(self, name: str) -> None:
         """While the database is down every call fails before it reaches it,
         whichever boot makes it; heal ends an outage at once."""
-        if self.world.injector.healed or anyio.current_time() >= self.world.ledger_down_until:
+        if self.world.injector.healed or trio.current_time() >= self.world.ledger_down_until:
             return
         raise LedgerUnavailable(
             f"database unreachable (outage until t={self.world.ledger_down_until:g}): {name}"
@@ -295,7 +296,7 @@ def spaced(world: World, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind, ...]:
     retries (found by the two_vessels scenario, swarm seed 180: a 17 s outage, then a
     24 s partition 0.4 s later, and the partitioned boot's hop failed its Run by a
     transient error after 30 s of retries, against transient_never_fails_a_run)."""
-    if anyio.current_time() < world.blips_ended() + RETRY_BUDGET_S:
+    if trio.current_time() < world.blips_ended() + RETRY_BUDGET_S:
         return tuple(k for k in kinds if k not in BLIPS)
     return kinds
 
