@@ -12,6 +12,7 @@ freezegun's fake, which inspects the caller's stack on every call.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -52,9 +53,27 @@ def sim_clock() -> trio.testing.MockClock:
     At rate 0 MockClock's time is `virtual_base + 0 * (real - real_base)`,
     which is `virtual_base` to the bit whatever `real` is; so a constant real
     clock gives the very same times, without freezegun's fake perf_counter.
+    The run loop asks the clock on every turn, so this one (MockClock cannot be
+    subclassed) answers without the general machinery: `current_time` returns
+    the virtual base itself, and the autojump reads the next deadline from the
+    run loop instead of building trio's whole statistics record, which also
+    polls the I/O backend for figures nobody reads. Same times, same jumps.
     """
     clock = trio.testing.MockClock(rate=0.0, autojump_threshold=0.0)
     clock._real_clock = _no_real_time  # trio is pinned; MockClock keeps it for its tests
+    general = clock.current_time
+
+    def current_time() -> float:
+        return general() if clock.rate else clock._virtual_base
+
+    def autojump() -> None:
+        runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
+        jump = runner.deadlines.next_deadline() - current_time()
+        if 0 < jump < math.inf:
+            clock.jump(jump)
+
+    clock.current_time = current_time  # type: ignore[method-assign]
+    clock._autojump = autojump  # type: ignore[method-assign]
     return clock
 
 
