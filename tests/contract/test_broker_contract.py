@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from runtime.seams import JobStatus
+from tests.bounds import HANG_S, SETTLE_S
 from tests.contract.broker_impls import (
     BrokerImpl,
     broker_fixture,  # noqa: F401  (the `broker` fixture)
@@ -140,7 +141,7 @@ async def test_abort_of_a_running_hop_cancels_it_and_the_job_ends_aborted(
     async with anyio.create_task_group() as tg:
         tg.start_soon(broker.seam.serve, "runs", handler, 1)
         await put(broker, key, run_id=run_id)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await started.wait()
         requested = await broker.seam.abort(key, "operator abort")
         assert requested is not None and requested.status is JobStatus.ABORTING
@@ -230,15 +231,23 @@ async def test_a_handler_exception_fails_the_job_and_success_completes_it(
 
 
 async def test_serve_runs_at_most_concurrency_hops_at_once(broker: BrokerImpl) -> None:
+    """Each hop waits until a second one runs beside it (or, if the worker never
+    starts a second, until the deadline): the peak is reached by events, not by
+    hoping two short sleeps overlap on a loaded machine."""
     keys = [new_key() for _ in range(5)]
     running = 0
     peak = 0
+    pair = anyio.Event()
 
     async def handler(rid: UUID, seq: int) -> None:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await anyio.sleep(0.3)
+        if running == 2:
+            pair.set()
+        with anyio.move_on_after(HANG_S):
+            await pair.wait()
+        await anyio.sleep(0.1)  # both still run: a third would start now if it could
         running -= 1
 
     async with anyio.create_task_group() as tg:
@@ -246,7 +255,7 @@ async def test_serve_runs_at_most_concurrency_hops_at_once(broker: BrokerImpl) -
         for key, run_id in keys:
             await put(broker, key, run_id=run_id)
         for key, _ in keys:
-            info = await broker.wait_status(key, FINISHED, within=15)
+            info = await broker.wait_status(key, FINISHED, within=SETTLE_S)
             assert info.status is JobStatus.COMPLETE
         tg.cancel_scope.cancel()
     assert peak == 2
@@ -263,7 +272,7 @@ async def test_serve_leaves_the_process_signal_handlers_alone(broker: BrokerImpl
     async with anyio.create_task_group() as tg:
         tg.start_soon(broker.seam.serve, "runs", handler, 1)
         await put(broker, key, run_id=run_id)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await seen.wait()
         during = {sig: signal.getsignal(sig) for sig in before}
         tg.cancel_scope.cancel()

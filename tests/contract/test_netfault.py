@@ -19,8 +19,11 @@ the bundled asyncio server), so the same tests run on a real Toxiproxy:
    the faulty boot could not finish are left to the next boot's startup
    reconciliation, as a restart would.
 
-Every wait is bounded; no test should take more than about 30 s. The
-PostgreSQL tests skip without a server (fail under HARNESS_REQUIRE_PG=1).
+Every wait is bounded, and no assertion rests on how fast the machine is: a
+delay a toxic adds is asserted as a lower bound, and an upper bound only tells
+an operation that ends from one that hangs (tests.bounds), so the tests stay
+green on a saturated machine. The PostgreSQL tests skip without a server (fail
+under HARNESS_REQUIRE_PG=1).
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ from harness.pg_fixtures import unavailable
 from harness.toxiproxy_server import BundledToxiproxy
 from runtime.adapters.memory import MemoryEffectSink
 from runtime.models import Intent, RunStatus
+from tests.bounds import HANG_S, SETTLE_S
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,7 +140,7 @@ def echo() -> Iterator[EchoServer]:
     server.close()
 
 
-def dial(listen: str, timeout_s: float = 3.0) -> socket.socket:
+def dial(listen: str, timeout_s: float = HANG_S) -> socket.socket:
     host, _, port = listen.rpartition(":")
     return socket.create_connection((host, int(port)), timeout=timeout_s)
 
@@ -235,9 +239,7 @@ def test_errors_are_json_with_status(nf: NetFaults) -> None:
 def test_toxics_shape_traffic(nf: NetFaults, echo: EchoServer) -> None:
     proxy = nf.proxy("shape_echo", echo.address)
     with dial(proxy.listen) as sock:
-        started = time.monotonic()
         assert roundtrip(sock, b"warm") == b"warm"
-        baseline = time.monotonic() - started
         with nf.toxic(proxy, "latency", latency=300):
             started = time.monotonic()
             assert roundtrip(sock, b"slow") == b"slow"
@@ -247,10 +249,10 @@ def test_toxics_shape_traffic(nf: NetFaults, echo: EchoServer) -> None:
             started = time.monotonic()
             assert roundtrip(sock, b"both") == b"both"
             assert time.monotonic() - started >= 0.38
-        with nf.toxic(proxy, "latency", latency=5_000, toxicity=0.0):
-            started = time.monotonic()
+        # A toxic of toxicity 0 never applies: a latency longer than the socket's
+        # timeout would fail the round trip with TimeoutError if it did.
+        with nf.toxic(proxy, "latency", latency=int(4 * HANG_S * 1000), toxicity=0.0):
             assert roundtrip(sock, b"lucky") == b"lucky"
-            assert time.monotonic() - started < baseline + 1.0
         with nf.toxic(proxy, "bandwidth", rate=100):  # 100 KB/s
             started = time.monotonic()
             assert len(roundtrip(sock, b"x" * 50_000)) == 50_000
@@ -283,15 +285,15 @@ def test_timeout_closes_after_its_timeout_and_zero_is_a_black_hole(
     with dial(proxy.listen) as sock, nf.toxic(proxy, "timeout", timeout=400):
         started = time.monotonic()
         sock.sendall(b"lost")
-        assert sock.recv(10) == b""  # closed, nothing delivered
-        assert 0.35 <= time.monotonic() - started < 3.0
+        assert sock.recv(10) == b""  # closed (before the socket's timeout), nothing delivered
+        assert time.monotonic() - started >= 0.35
     with dial(proxy.listen) as sock:
         toxic = nf.add(proxy, "timeout", timeout=0)
         sock.sendall(b"into the void")
         sock.settimeout(1.0)
         with pytest.raises(TimeoutError):
             sock.recv(10)
-        sock.settimeout(3.0)
+        sock.settimeout(HANG_S)
         nf.remove(proxy, toxic)  # Toxiproxy's cleanup closes what the black hole held
         assert sock.recv(10) == b""
     with dial(proxy.listen) as sock:
@@ -380,9 +382,9 @@ def test_the_bundled_server_refuses_non_loopback_addresses(nf: NetFaults) -> Non
 
 CONNECT_TIMEOUT_S = 2
 SERVER_TIMEOUTS = "-c statement_timeout=500 -c idle_in_transaction_session_timeout=500"
-PSYCOPG_CANCEL_ALLOWANCE_S = 11.0
-"""psycopg 3.2+ answers a cancelled query by sending a cancel request (bounded at 5 s)
-and waiting up to 5 s for the query to end before it closes the connection."""
+# psycopg 3.2+ answers a cancelled query by sending a cancel request (bounded at 5 s)
+# and waiting up to 5 s for the query to end before it closes the connection: how long
+# a deadline-ended query takes is psycopg's and the machine's, so no test bounds it.
 
 
 @pytest.fixture
@@ -424,7 +426,7 @@ def test_pg_faults_surface_as_operational_error(
         started = time.monotonic()
         with pytest.raises(psycopg.OperationalError):
             conn.execute("SELECT 2").fetchone()
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < HANG_S  # surfaced, not hung
         assert conn.broken
         with pytest.raises(psycopg.OperationalError):  # new connections fail alike
             pg_connect(dsn).close()
@@ -453,7 +455,7 @@ def test_pg_latency_beyond_statement_timeout_fails_the_statement(
                 with conn.cursor().copy("COPY landing FROM STDIN") as copy:
                     copy.write_row((1,))
             assert isinstance(psycopg.errors.QueryCanceled("x"), psycopg.OperationalError)
-            assert time.monotonic() - started < 5.0
+            assert time.monotonic() - started < HANG_S  # ended by the server, not hung
             started = time.monotonic()
             assert conn.execute("SELECT 3").fetchone() == (3,)  # slow, not failed
             assert time.monotonic() - started >= 0.9
@@ -498,7 +500,8 @@ def test_pg_black_hole_fails_a_connect_within_connect_timeout(
         started = time.monotonic()
         with pytest.raises(psycopg.OperationalError, match="timeout"):
             pg_connect(dsn).close()
-        assert time.monotonic() - started < CONNECT_TIMEOUT_S + 1.5
+        # Ended by connect_timeout: without it a black-holed connect never returns.
+        assert CONNECT_TIMEOUT_S <= time.monotonic() - started < HANG_S
     assert_new_connection_works(dsn)
 
 
@@ -516,8 +519,9 @@ async def test_pg_black_hole_fails_a_query_at_the_client_deadline(
         started = time.monotonic()
         with pytest.raises(TimeoutError), anyio.fail_after(1.0):
             await conn.execute("SELECT 1")
-        elapsed = time.monotonic() - started
-        assert 1.0 <= elapsed < 1.0 + PSYCOPG_CANCEL_ALLOWANCE_S
+        # The client's deadline ended it (fail_after raised TimeoutError); psycopg's
+        # cancel of a black-holed query takes as long as it takes on a loaded machine.
+        assert time.monotonic() - started >= 1.0
         assert conn.broken or conn.closed
         await anyio.to_thread.run_sync(lambda: nf.remove(proxy, toxic))
     finally:
@@ -539,9 +543,9 @@ async def test_pg_black_hole_ends_when_the_toxic_is_removed(
         timer = threading.Timer(1.0, lambda: nf.remove(proxy, toxic))
         timer.start()
         started = time.monotonic()
-        with pytest.raises(psycopg.OperationalError), anyio.fail_after(10):
+        with pytest.raises(psycopg.OperationalError), anyio.fail_after(HANG_S):
             await conn.execute("SELECT 1")
-        assert 0.9 <= time.monotonic() - started < 5.0
+        assert time.monotonic() - started >= 0.9  # not before the toxic was removed
         timer.join()
     finally:
         await conn.close()
@@ -550,8 +554,8 @@ async def test_pg_black_hole_ends_when_the_toxic_is_removed(
 
 # -- 3. the run engine through the proxy --------------------------------------------------
 
-SCENARIO_BOUND_S = 60.0
-"""A hard stop for one engine scenario; they take a few seconds each."""
+SCENARIO_BOUND_S = 4 * SETTLE_S
+"""A hard stop for one engine scenario; they take a few seconds each (more under load)."""
 
 
 @dataclass
@@ -576,7 +580,7 @@ class Rig:
         self.planted.append(fault)
         return fault
 
-    async def let_faults_run_their_course(self, within_s: float = 15.0) -> None:
+    async def let_faults_run_their_course(self, within_s: float = SETTLE_S) -> None:
         """Wait until every planned fault fired and its hold ended, then heal everything.
 
         Healing as soon as the clients are admitted would race a fault planned
@@ -616,8 +620,8 @@ async def run_through(
     work: list[Intent],
     *,
     during: Any = None,
-    attempt_s: float = 15.0,
-    settle_s: float = 12.0,
+    attempt_s: float = HANG_S,
+    settle_s: float = SETTLE_S,
     stagger_s: float = 0.0,
     expect_done: bool = True,
 ) -> None:
@@ -748,8 +752,8 @@ async def test_a_black_hole_fails_admission_at_the_client_deadline(rig: Rig) -> 
 
     await run_through(rig, intents("deadline", 1), during=heal_later, attempt_s=2.0)
     first = rig.clients.failures[0]
-    assert first.outcome.startswith("TimeoutError"), first
-    assert 2.0 <= first.elapsed_s < 2.0 + PSYCOPG_CANCEL_ALLOWANCE_S, first
+    assert first.outcome.startswith("TimeoutError"), first  # the client's deadline ended it
+    assert first.elapsed_s >= 2.0, first
     rig.notes.append(f"the first attempt ended after {first.elapsed_s:.2f} s")
     print(rig.notes[-1])
 
@@ -794,9 +798,12 @@ async def test_engine_survives_a_storm_of_faults_under_load(rig: Rig, seed: int)
     rng = random.Random(seed)
 
     async def storm(rig: Rig, vessel: Any) -> None:
-        end = time.monotonic() + 4.0
+        # At least 4 s of faults, and on until one made a call fail (a slow machine
+        # admits fewer clients into the first 4 s), for SETTLE_S at most.
+        end, cap = time.monotonic() + 4.0, time.monotonic() + SETTLE_S
         for n in itertools.count():
-            if time.monotonic() > end:
+            bit = rig.injector.errors or rig.clients.failures
+            if time.monotonic() > cap or (time.monotonic() > end and bit):
                 break
             kind, stream, attributes = rng.choice(STORM)
             assert rig.faults is not None

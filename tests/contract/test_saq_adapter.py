@@ -10,8 +10,8 @@ bounded time; a schema newer than the code is refused with the versions.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from uuid import UUID, uuid4
 
@@ -30,6 +30,7 @@ from runtime.adapters.saq import (
 from runtime.errors import BrokerUnavailable
 from runtime.keys import hop_key
 from runtime.seams import JobStatus
+from tests.bounds import HANG_S, SETTLE_S
 
 pytestmark = pytest.mark.anyio
 
@@ -39,15 +40,25 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+STOPS = SaqSettings(stop_deadline_s=HANG_S, cancel_deadline_s=0.5)
+"""A stop that can prove itself ends as soon as it has (a loaded machine only makes it
+later); the stop deadline bounds one that cannot, so it is generous here."""
+
+
 @pytest.fixture
 async def saq(pg_fresh_dsn: str) -> AsyncIterator[SaqBroker]:
-    broker = SaqBroker(pg_fresh_dsn, settings=SaqSettings(stop_deadline_s=4.0,
-                                                          cancel_deadline_s=0.5))
+    async with _broker(pg_fresh_dsn, STOPS) as broker:
+        yield broker
+
+
+@asynccontextmanager
+async def _broker(dsn: str, settings: SaqSettings) -> AsyncIterator[SaqBroker]:
+    broker = SaqBroker(dsn, settings=settings)
     await broker.connect()
     try:
         yield broker
     finally:
-        await broker.reap(within_s=5.0)
+        await broker.reap(within_s=HANG_S)
         await broker.disconnect()
 
 
@@ -61,10 +72,9 @@ async def publish(broker: SaqBroker, run_id: UUID | None = None, heartbeat: int 
 async def test_a_dsn_that_cannot_connect_fails_fast_and_clearly() -> None:
     broker = SaqBroker("postgresql://postgres@127.0.0.1:1/nowhere",
                        settings=SaqSettings(connect_timeout_s=2.0))
-    started = time.monotonic()
-    with pytest.raises(BrokerUnavailable, match="cannot reach PostgreSQL"):
+    with pytest.raises(BrokerUnavailable, match="cannot reach PostgreSQL"), \
+            anyio.fail_after(HANG_S):  # fails, rather than retrying forever
         await broker.connect()
-    assert time.monotonic() - started < 5.0
     assert not broker.connected
 
 
@@ -155,7 +165,7 @@ async def test_a_graceful_stop_requeues_a_running_hop_as_saq_does(saq: SaqBroker
     async with anyio.create_task_group() as tg:
         tg.start_soon(saq.serve, "runs", handler, 1)
         key = await publish(saq)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await started.wait()
         tg.cancel_scope.cancel()
     info = await saq.probe(key)
@@ -175,21 +185,28 @@ async def test_stop_recancels_a_hop_that_swallowed_its_cancellation(saq: SaqBrok
             swallowed += 1  # lose the first cancellation, as SAQ's stop hang does
         await anyio.sleep_forever()
 
-    began = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(saq.serve, "runs", handler, 1)
         await publish(saq)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await started.wait()
-        began = time.monotonic()
         tg.cancel_scope.cancel()
+    # The stop proved the hop ended (no WorkerStopFailed): it cancelled it again after
+    # the first cancellation was swallowed, since the hop ends in no other way.
     assert swallowed == 1
-    assert time.monotonic() - began < 4.0
 
 
 async def test_a_task_that_never_ends_fails_the_stop_and_keeps_the_pools(
-    saq: SaqBroker,
+    pg_fresh_dsn: str,
 ) -> None:
+    async with _broker(pg_fresh_dsn, SaqSettings(stop_deadline_s=2.0,
+                                                 cancel_deadline_s=0.5)) as saq:
+        await _never_ending_hop_fails_the_stop(saq)
+
+
+async def _never_ending_hop_fails_the_stop(saq: SaqBroker) -> None:
+    """The hop ignores every cancellation, so the stop fails at its (short) deadline
+    whatever the machine's speed."""
     started = anyio.Event()
     release = anyio.Event()
 
@@ -205,7 +222,7 @@ async def test_a_task_that_never_ends_fails_the_stop_and_keeps_the_pools(
         async with anyio.create_task_group() as tg:
             tg.start_soon(saq.serve, "runs", handler, 1)
             await publish(saq)
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 await started.wait()
             tg.cancel_scope.cancel()
     failures = caught.value.exceptions
@@ -215,7 +232,7 @@ async def test_a_task_that_never_ends_fails_the_stop_and_keeps_the_pools(
         await saq.disconnect()
     assert saq.connected
     release.set()
-    await saq.reap(within_s=5.0)  # now every task has ended: disconnect may proceed
+    await saq.reap(within_s=HANG_S)  # now every task has ended: disconnect may proceed
 
 
 async def test_observe_abort_sees_a_running_hop_end_aborted(saq: SaqBroker) -> None:
@@ -228,9 +245,9 @@ async def test_observe_abort_sees_a_running_hop_end_aborted(saq: SaqBroker) -> N
     async with anyio.create_task_group() as tg:
         tg.start_soon(saq.serve, "runs", handler, 1)
         key = await publish(saq)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await started.wait()
-        seen = await observe_abort(saq, key, "cancel the run", within_s=20.0, every_s=0.1)
+        seen = await observe_abort(saq, key, "cancel the run", within_s=SETTLE_S, every_s=0.1)
         tg.cancel_scope.cancel()
     assert seen.requested is not None and seen.requested.status is JobStatus.ABORTING
     assert seen.acknowledged
@@ -240,9 +257,8 @@ async def test_observe_abort_sees_a_running_hop_end_aborted(saq: SaqBroker) -> N
 async def test_observe_abort_is_bounded_when_nobody_runs_the_job(saq: SaqBroker) -> None:
     key = await publish(saq)
     assert await saq.dequeue("runs") is not None  # active, but no worker will ever see it
-    began = time.monotonic()
-    seen = await saq.abort_and_observe(key, "fence", within_s=0.5, every_s=0.1)
-    assert time.monotonic() - began < 2.0
+    with anyio.fail_after(HANG_S):  # gives up after its 0.5 s, rather than waiting on
+        seen = await saq.abort_and_observe(key, "fence", within_s=0.5, every_s=0.1)
     assert not seen.acknowledged
     assert seen.final is not None and seen.final.status is JobStatus.ABORTING
 
@@ -270,7 +286,7 @@ async def test_queue_teardown_defers_a_task_cancel_until_every_pool_was_closed(
     first.disconnect = held_disconnect  # type: ignore[method-assign]
     task = asyncio.get_running_loop().create_task(broker.disconnect())
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await entered.wait()
         task.cancel()
         await asyncio.sleep(0.05)
@@ -299,7 +315,7 @@ async def test_a_served_worker_stamps_its_boot_on_the_job_it_runs(saq: SaqBroker
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(saq.serve, boot_id="boot-served"), "runs", handler, 1)
         key = await publish(saq)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await started.wait()
         info = await saq.probe(key)
         tg.cancel_scope.cancel()

@@ -33,6 +33,7 @@ from runtime.models import Intent, Run, RunStatus
 from runtime.patterns import default_registry
 from runtime.registry import Node, Pattern
 from runtime.retry import unretried
+from tests.bounds import HANG_S
 
 pytestmark = pytest.mark.anyio
 
@@ -90,7 +91,7 @@ async def retained(stubborn: Stubborn) -> AsyncIterator[list[Vessel]]:
     for vessel in vessels:
         broker = vessel.deps.broker
         assert isinstance(broker, SaqBroker)
-        await broker.reap(within_s=10.0)
+        await broker.reap(within_s=HANG_S)
         if broker.connected:
             await broker.disconnect()
         services = vessel.deps.services
@@ -120,7 +121,7 @@ async def test_an_unproved_worker_stop_leaves_the_shared_pools_live(
             async with lifespan.serving():
                 admitted = await vessel.engine.submit(Intent(pattern="stubborn", prompt="x"))
                 run_id = admitted.run.id
-                with anyio.fail_after(20):
+                with anyio.fail_after(HANG_S):
                     await stubborn.started.wait()
     assert lifespan is not None and run_id is not None
     vessel = retained[0]

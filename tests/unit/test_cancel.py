@@ -27,6 +27,7 @@ from runtime.models import AgentJobStatus, ConsentStatus, DeliveryState, RunStat
 from runtime.recovery.reconcile import reconcile_runs
 from runtime.seams import JobStatus
 from runtime.worker import HopOutcome
+from tests.bounds import HANG_S
 from tests.unit.fakes import World, pattern_of
 from tests.unit.waitkit import FakeAgents, admit, hop, run_of, tables, wait_world
 
@@ -79,7 +80,7 @@ async def test_parent_job_is_fenced_and_acknowledged_before_children_are_swept(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(w.broker.serve, "runs", w.worker.perform_run, 1)
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_S):
             while not agents.submitted:  # the live hop is inside its delegate window
                 await anyio.sleep(0.01)
         assert w.broker.inner.jobs[key].info.status is JobStatus.ACTIVE

@@ -30,6 +30,7 @@ from runtime.events import (
     RunChannel,
     Subscription,
 )
+from tests.bounds import HANG_S
 
 pytestmark = pytest.mark.anyio
 
@@ -271,7 +272,7 @@ async def test_channel_closes_after_subscribers_drain() -> None:
         await ch.close(grace=60)
         closed_at.append(anyio.current_time())
 
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(close)
             await anyio.wait_all_tasks_blocked()
@@ -293,7 +294,7 @@ async def test_channel_closes_after_grace_with_a_stuck_reader() -> None:
     await publish_many(ch, 2)
     await ch.publish(EventKind.RUN_FAILED, {"error": "boom"})
 
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         start = anyio.current_time()
         await ch.close(grace=0.05)
     assert anyio.current_time() - start >= 0.04
@@ -318,7 +319,7 @@ async def test_a_reader_that_leaves_does_not_hold_up_close() -> None:
         await anext(sub)
     assert ch.subscriber_count == 0
     await ch.publish(EventKind.RUN_DONE)
-    with anyio.fail_after(1):
+    with anyio.fail_after(HANG_S):
         await ch.close(grace=60)
     assert ch.closed
 

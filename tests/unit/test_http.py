@@ -30,6 +30,7 @@ from runtime.app.http import begin_draining, create_app
 from runtime.app.profiles import Vessel, build_vessel, make_deps, memory_vessel
 from runtime.models import AgentJob, AgentJobStatus, ConsentStatus, RunStatus
 from runtime.seams import AgentJobReport
+from tests.bounds import HANG_S, SETTLE_S
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +75,7 @@ class Api:
         """
         broker = self.vessel.deps.broker
         assert isinstance(broker, MemoryBroker)
-        with anyio.move_on_after(5):
+        with anyio.move_on_after(SETTLE_S):
             while any(status.live for status in broker.statuses().values()):
                 await anyio.sleep(0.01)
         dump = await self.vessel.deps.ledger.dump()
@@ -491,7 +492,7 @@ async def test_a_decision_on_an_unknown_consent_is_404_and_writes_nothing(api: A
 async def test_events_of_a_finished_run_are_one_terminal_resync_boundary(api: Api) -> None:
     created = (await api.submit({"pattern": "echo", "prompt": "p"})).json()
     await api.wait_status(created["id"], "DONE")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         response = await api.client.get(f"/runs/{created['id']}/events", headers=ALICE)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
@@ -512,7 +513,7 @@ async def test_events_stream_live_from_park_to_done_and_resume_after_a_cursor(ap
     async def read(name: str, headers: dict[str, str]) -> None:
         got[name] = await api.client.get(f"/runs/{run_id}/events", headers=headers)
 
-    with anyio.fail_after(15):
+    with anyio.fail_after(HANG_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(read, "all", ALICE)
             tg.start_soon(read, "resumed", {**ALICE, "Last-Event-ID": "2"})
@@ -542,7 +543,7 @@ async def test_open_streams_end_when_the_server_begins_draining(api: Api) -> Non
     async def read() -> None:
         got["r"] = await api.client.get(f"/runs/{run_id}/events", headers=ALICE)
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             while channel.subscriber_count < 1:

@@ -22,6 +22,7 @@ from runtime.app.factories import vessel_lifespan
 from runtime.app.http import AppState, create_app
 from runtime.app.limits import HttpLimits, StreamSlots, host_name
 from runtime.app.profiles import memory_vessel
+from tests.bounds import HANG_S
 
 TOKENS = {"alice": "tok-alice", "bob": "tok-bob", "ops": "tok-ops"}
 ALICE = {"Authorization": "Bearer tok-alice"}
@@ -97,7 +98,7 @@ async def test_the_admin_scope_reads_and_cancels_any_run(served: Any) -> None:
     assert (await client.get(f"/runs/{run_id}", headers=OPS)).status_code == 200
     cancelled = await client.post(f"/runs/{run_id}/cancel", headers=OPS)
     assert cancelled.status_code in (200, 202)
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while await _status(client, run_id) != "CANCELLED":
             await anyio.sleep(0.02)
 
@@ -171,7 +172,7 @@ async def test_streams_past_the_share_of_a_run_are_429(served: Any) -> None:
 async def test_a_finished_stream_gives_its_slot_back(served: Any) -> None:
     client, state = served
     run_id = await _admit(client, "echo")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while await _status(client, run_id) != "DONE":
             await anyio.sleep(0.02)
     for _ in range(5):  # more than the per-run share, one after another

@@ -36,6 +36,7 @@ from runtime.jobs import (
     new_job,
     run_once,
 )
+from tests.bounds import HANG_S
 from tests.unit.fakes import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +110,7 @@ async def test_the_loop_works_through_eligible_jobs_and_idles_until_stopped() ->
             stop.set()  # idle: nothing left
         return result
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         report = await jobs_cli.work_loop(w.ctx(), stop, idle_s=0.01, step=step)
     assert report.attempts == 3 and attempts[-1] is None
     assert [(await w.job(j.id)).state for j in jobs] == [JobState.PUBLISHED] * 3
@@ -127,7 +128,7 @@ async def test_a_stop_lets_the_attempt_in_flight_finish_and_claims_no_more() -> 
         return w.model.reply(request)
 
     w.model.script.append(slow)
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         report = await jobs_cli.work_loop(w.ctx(), stop, idle_s=0.01, drain_s=5)
     assert report.attempts == 1 and not report.abandoned
     assert (await w.job(first.id)).state is JobState.PUBLISHED
@@ -146,7 +147,7 @@ async def test_an_attempt_beyond_the_drain_bound_is_left_recoverable_by_its_leas
         raise AssertionError("unreachable")
 
     w.model.script.append(hang)
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         report = await jobs_cli.work_loop(w.ctx("w1"), stop, idle_s=0.01, drain_s=0.1)
     assert report.abandoned
     left = await w.job(job.id)
@@ -167,7 +168,7 @@ async def test_a_storage_failure_ends_the_loop_with_its_error() -> None:
     async def broken(ctx: WorkerContext) -> object:
         raise LedgerUnavailable("connection lost")
 
-    with anyio.fail_after(5), pytest.raises(LedgerUnavailable):
+    with anyio.fail_after(HANG_S), pytest.raises(LedgerUnavailable):
         await jobs_cli.work_loop(w.ctx(), anyio.Event(), idle_s=0.01, step=broken)
 
 

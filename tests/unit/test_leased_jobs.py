@@ -46,6 +46,7 @@ from runtime.jobs import (
     run_once,
 )
 from runtime.jobs.worker import PAYLOAD_TOO_LARGE
+from tests.bounds import HANG_S
 from tests.unit.fakes import FakeClock, FakeEntropy
 
 pytestmark = pytest.mark.anyio
@@ -411,7 +412,7 @@ async def test_losing_the_lease_during_the_call_cancels_it_and_writes_nothing() 
         raise AssertionError("unreachable")
 
     w.model.script.append(hang_while_taken_over)
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         result = await run_once(w.ctx("w1"))
     assert cancelled.is_set()
     assert result is not None and (result.fence, result.lease_owner) == (2, "w2")
@@ -510,7 +511,7 @@ async def test_a_hung_model_call_meets_the_deadline_and_is_retried() -> None:
         raise AssertionError("unreachable")
 
     w.model.script.append(hang)
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         after = await run_once(w.ctx())
     assert after is not None and after.state is JobState.RETRY_SCHEDULED
     assert after.error == "model deadline of 0.05 s"

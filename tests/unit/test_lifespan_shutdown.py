@@ -27,6 +27,7 @@ from runtime.app.factories import _close_unless_stop_unproven
 from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete
 from runtime.app.profiles import Vessel, memory_vessel
 from runtime.errors import stop_unproven
+from tests.bounds import HANG_S
 
 pytestmark = pytest.mark.anyio
 
@@ -193,7 +194,7 @@ async def test_a_part_that_never_ends_still_makes_the_phase_stuck_before_teardow
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(serve_and_stop)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while lifespan.status.phase != "stuck":
                 await anyio.sleep(0.01)
         assert not returned.is_set()  # still waiting for the part that never ended

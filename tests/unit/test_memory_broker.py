@@ -10,6 +10,7 @@ import pytest
 from runtime.adapters.memory import MemoryBroker
 from runtime.adapters.memory import broker as broker_module
 from runtime.seams import JobStatus
+from tests.bounds import HANG_S
 from tests.unit.fakes import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +79,7 @@ async def test_served_hop_is_cancelled_once_its_job_is_aborting(
         finished_normally = True
 
     await put(b, "k")
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(b.serve, "runs", handler, 1)
             await started.wait()
@@ -122,7 +123,7 @@ async def test_served_job_completes_or_fails_with_the_handler() -> None:
 
     await b.publish("runs", "ok", run_id=RID, seq=0, priority=1, heartbeat=120)
     await b.publish("runs", "bad", run_id=RID, seq=1, priority=2, heartbeat=120)
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(b.serve, "runs", handler, 2)
             while any(not j.info.status.finished for j in b.jobs.values()):

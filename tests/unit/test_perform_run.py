@@ -17,6 +17,7 @@ from runtime.models import DeliveryState, Intent, RunStatus, Settlement
 from runtime.patterns import default_registry
 from runtime.registry import WorkflowRegistry
 from runtime.worker import PINNED_PATTERN_UNAVAILABLE, HopOutcome, Worker
+from tests.bounds import HANG_S
 from tests.unit.fakes import LedgerProxy, World, make_world, pattern_of
 
 pytestmark = pytest.mark.anyio
@@ -293,7 +294,7 @@ async def test_live_hop_touches_its_broker_job_every_period(
     three_touches = anyio.Event()
 
     async def long_node(ctx: HopContext, state: State) -> State:
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_S):
             await three_touches.wait()
         return state
 

@@ -46,6 +46,7 @@ from runtime.service import (
     reconcile_open,
     submit,
 )
+from tests.bounds import HANG_S
 from tests.unit.fakes import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -210,7 +211,7 @@ async def test_a_submit_timeout_is_indeterminate_never_failed() -> None:
     w = World(deadline_s=0.05)
     w.driver.submit_faults.append("hang")
     attempt = await w.prepared()
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         after = await submit(w.ctx, attempt.id)
     assert after.state is S.INDETERMINATE and after.result is None
     assert kinds(after) == ["submit_timeout"]

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from runtime.app.factories import memory_lifespan
 from runtime.app.http import AppState, create_app, interrupt_startup
 from runtime.app.lifespan import Lifespan, StartupInterrupted
 from runtime.app.profiles import memory_vessel
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ async def test_interrupt_cancels_a_running_reconciliation_and_serves_nothing() -
         await blocked.entered.wait()
         lifespan.interrupt()
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_S):
         async with anyio.create_task_group() as tg:
             tg.start_soon(interrupt_when_blocked)
             with pytest.raises(StartupInterrupted):
@@ -122,16 +122,13 @@ def test_vessel_serve_exits_on_sigterm_during_startup() -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.strip() == "RECONCILING", (line, proc.stderr.read() if proc.stderr else "")
-        sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=10)
-        elapsed = time.monotonic() - sent
+        code = proc.wait(timeout=2 * HANG_S)  # it exits, where it used to wait forever
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     stderr = proc.stderr.read() if proc.stderr else ""
     assert code == 0, stderr[-2000:]
-    assert elapsed < 20, elapsed  # seconds on a loaded box, where it used to be never
     assert "stopped by a signal during startup" in stderr
     assert "Traceback" not in stderr.split("stopped by a signal")[-1]
