@@ -84,12 +84,12 @@ def test_gate_sweeps_breaks_reports_seeds_to_detection_and_refuses_a_survivor(
     from harness.gate import CampaignSpec, Policy, run_gate
     from harness.report import gate_json, gate_markdown
 
-    # The window alone: no_session_fence's known catching seed (42) would catch it.
+    # The window alone: late_job_left_queued's known catching seed (12) would catch it.
     monkeypatch.setattr(rules_report, "_sweep_seeds", lambda window, known: window)
 
     policy = Policy(
         min_fires_per_point=0, determinism_audit_fraction=0.0, require_rules=True,
-        break_sweep=True, break_only=["doctrine_priority", "no_session_fence"],
+        break_sweep=True, break_only=["doctrine_priority", "late_job_left_queued"],
         break_max_seeds=1, campaign=[CampaignSpec(scenarios="basic", profile="calm", seeds="1")],
     )
     result = run_gate(policy, 1, lambda *a: "replay")
@@ -98,12 +98,12 @@ def test_gate_sweeps_breaks_reports_seeds_to_detection_and_refuses_a_survivor(
     assert caught.ok and "caught at seed 1" in caught.detail
     assert caught.replay == ("SIM_BREAK=doctrine_priority harness replay --seed 1 "
                              "--scenario basic --profile swarm")
-    survivor = breaks["no_session_fence (admission.session_fence)"]
+    survivor = breaks["late_job_left_queued (cancel.late_job_fenced)"]
     assert not survivor.ok and "survived 1 seeds" in survivor.detail
     assert not result.ship
     assert all(c.ok for c in result.checks if c.suite == "rules")
     sweep = gate_json(result)["break_sweep"]
-    assert sweep["survivors"] == ["no_session_fence"]
+    assert sweep["survivors"] == ["late_job_left_queued"]
     assert sweep["median_seeds_to_detection"] == 1
     assert "| doctrine_priority | claim.priority_mapping | basic | 1 | 1 |" in \
         gate_markdown(result)
