@@ -102,6 +102,12 @@ class SimAgentRuntime:
                                       run=str(sim.job.run_id))
         return True
 
+    def lost_jobs_of(self, run_id: UUID) -> list[UUID]:
+        """Jobs of the Run that ended LOST and were never asked to stop: LOST is no
+        evidence that the process stopped (seed 000, "Delegated work")."""
+        return [j for j, s in self.jobs.items()
+                if s.job.run_id == run_id and s.status is AgentJobStatus.LOST]
+
     def live_jobs_of(self, run_id: UUID) -> list[UUID]:
         for sim in self.jobs.values():
             self._settle(sim)

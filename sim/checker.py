@@ -20,6 +20,7 @@ from uuid import UUID
 import anyio
 from pydantic import ValidationError
 
+from runtime.errors import BrokerUnavailable, LedgerUnavailable
 from runtime.graph.snapshots import Checkpoint
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
@@ -51,11 +52,21 @@ if TYPE_CHECKING:
 CANCEL_ACK_TIMEOUT_S = 10.0
 """The checker's copy of how long a cancel waits for an abort's acknowledgement."""
 
+CANCEL_ACK_POLL_S = 0.5
+"""The checker's copy of how often a cancel re-probes an aborted job."""
+
 TERMINAL_STEP_KINDS = frozenset({"run.done", "run.failed", "run.cancelled"})
 
 _EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
                     '"point":"steps.append"', '"event":"boot.crash"')
 """Trace marks of a fault that may keep a repair from writing its Step."""
+
+_WORLD_FAULTS = ('"boot.crash"', '"fault":"crash"', '"fault":"boot_stall"',
+                 '"fault":"boot_partition"', '"fault":"ledger_outage"')
+"""Trace marks of a fault that strikes a whole boot, whichever task it fired in."""
+
+CANCEL_UNAVAILABLE: tuple[type[BaseException], ...] = (LedgerUnavailable, BrokerUnavailable)
+"""What a cancel may raise instead of answering (besides the world's Unavailable)."""
 
 OWNER_WAITS = (
     RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE,
@@ -105,8 +116,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("no_replay_after_death", "nothing moves a Run back to QUEUED except the owner "
                   "CAS of a consent, delegate or service wait",
                   "seed 003 'Return makes a new claim'"),
-        Invariant("cancelled_after_containment", "CANCELLED only once the broker job, agent jobs, "
-                  "service attempts and pending consents of the Run are contained",
+        Invariant("cancelled_after_containment", "CANCELLED only once the broker job, agent jobs "
+                  "(a LOST one too: its runtime was asked to stop it), service attempts and "
+                  "pending consents of the Run are contained",
                   "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("late_job_fenced", "a hop job that lands after its Run's cancellation "
                   "began is sent an exact abort, by its publisher or, if that boot died first, "
@@ -165,9 +177,21 @@ INVARIANTS: dict[str, Invariant] = {
                   "sequence moved on, or its delivery closed) is refused by the exact claim and "
                   "has no effect: no committed write, Step, publish or external effect",
                   "seed 000 'Admission and exact claim'"),
-        Invariant("cancel_completes", "a cancel that meets no fault and no live job or child "
-                  "to wait for completes: it does not answer CANCELLING",
+        Invariant("cancel_completes", "a cancel that meets no fault on its own path (its "
+                  "writes, its abort, its children's cancels) and no live job or child to wait "
+                  "for completes: it does not answer CANCELLING",
                   "seed 000 'Cancellation, mutation, and recovery'"),
+        Invariant("cancel_answers", "an operator's cancel answers with the Run (CANCELLED, "
+                  "CANCELLING, or the terminal state that won) or with unavailability (the "
+                  "process, the ledger or the broker out of reach); a child that refuses "
+                  "its cancel leaves an honest CANCELLING, never an error",
+                  "seed 000 'Cancellation, mutation, and recovery' (anything short of "
+                  "containment leaves a retryable CANCELLING)"),
+        Invariant("cancel_fences_parent", "a cancel that answers CANCELLING has fenced the "
+                  "parent: the Run's hop job is finished, absent or sent its abort (ABORTING), "
+                  "unless it landed behind the cancellation (late_job_fenced then holds)",
+                  "seed 000 'Cancellation, mutation, and recovery' (the writer fences the "
+                  "broker's parent job first)"),
         Invariant("liveness", "after heal every admitted Run is terminal, or waits on a service "
                   "attempt left INDETERMINATE for want of proof: nothing QUEUED, RUNNING or "
                   "CANCELLING remains", "DESIGN section 6"),
@@ -247,6 +271,8 @@ class Checker:
         self.violations: list[Violation] = []
         self.transactions = 0
         self.late_jobs: dict[str, tuple[int, int]] = {}
+        self.job_finished_at: dict[str, float] = {}
+        """Virtual time at which each hop job was first seen finished through a boot."""
         """Hop jobs that landed behind their Run's cancellation: key -> (boot, trace index)."""
         self.job_checks = JobChecks(self)
         self.terminal_steps: dict[UUID, tuple[int, int]] = {}
@@ -419,16 +445,49 @@ class Checker:
             self.fail("prepark_binds_run", f"Run {run.id} parked {run.status.value} on {what} "
                       f"{parked_on} over {names}", run=_brief(run))
 
-    def on_cancel_left_cancelling(self, run_id: UUID, since: int, began: float) -> None:
-        """cancel_completes, once an operator's cancel answered CANCELLING."""
-        self._guarded(lambda: self._cancel_left_cancelling(run_id, since, began))
+    def on_cancel_left_cancelling(self, run_id: UUID, since: int, began: float,
+                                  struck: tuple[str, ...] = ()) -> None:
+        """cancel_completes, once an operator's cancel answered CANCELLING; `struck`
+        lists the faults fired on that call's own path (sim.faults.struck)."""
+        self._guarded(lambda: self._parent_fenced(run_id))
+        self._guarded(lambda: self._cancel_left_cancelling(run_id, since, began, struck))
 
-    def _cancel_left_cancelling(self, run_id: UUID, since: int, began: float) -> None:
-        if anyio.current_time() - began >= CANCEL_ACK_TIMEOUT_S - 1e-6:
+    def on_cancel_refused(self, run_id: UUID, error: BaseException) -> None:
+        """cancel_answers, once an operator's cancel raised `error`."""
+        if isinstance(error, CANCEL_UNAVAILABLE):
+            return
+        self._guarded(lambda: self.fail(
+            "cancel_answers", f"a cancel of Run {run_id} raised {error!r} instead of "
+            "answering", run=_brief(self.world.ledger.run_table.get(run_id))))
+
+    def _parent_fenced(self, run_id: UUID) -> None:
+        run = self.world.ledger.run_table.get(run_id)
+        if run is None or run.status is not RunStatus.CANCELLING:
+            return
+        d = self.world.ledger.delivery_table.get((run.id, run.seq))
+        job = self.world.broker.jobs.get(d.key) if d is not None else None
+        if d is None or job is None or d.key in self.late_jobs:
+            return
+        status = job.info.status
+        if status.finished or status is JobStatus.ABORTING:
+            return
+        self.fail("cancel_fences_parent", f"a cancel of Run {run.id} answered CANCELLING and "
+                  f"left its hop job {d.key} {status.value}, never sent an abort",
+                  run=_brief(run), delivery=_brief(d))
+
+    def on_job_finished(self, key: str) -> None:
+        self.job_finished_at.setdefault(key, anyio.current_time())
+
+    def _cancel_left_cancelling(self, run_id: UUID, since: int, began: float,
+                                struck: tuple[str, ...]) -> None:
+        now = anyio.current_time()
+        if now - began >= CANCEL_ACK_TIMEOUT_S - 1e-6 and not self._acked_early(run_id, now):
             return  # it waited out an abort's acknowledgement: CANCELLING is its answer
-        if any('"fault.fired"' in line or '"boot.crash"' in line
+        if struck:
+            return  # a fault struck this very call (its abort, a child's cancel, a write)
+        if any(any(mark in line for mark in _WORLD_FAULTS)
                for line in self.world.trace.lines[since:]):
-            return  # a fault struck this very call
+            return  # a crash, stall, partition or outage strikes every call of a boot
         ledger = self.world.ledger
         run = ledger.run_table.get(run_id)
         if run is None or run.status is not RunStatus.CANCELLING:
@@ -444,6 +503,16 @@ class Checker:
         self.fail("cancel_completes", f"a cancel of Run {run.id} answered CANCELLING with its "
                   "job finished, its children contained and no fault during the call",
                   run=_brief(run))
+
+    def _acked_early(self, run_id: UUID, now: float) -> bool:
+        """Whether the Run's hop job finished (acknowledged its abort) well before the
+        cancel gave up: a cancel polling every ACK_POLL_S would have seen it."""
+        run = self.world.ledger.run_table.get(run_id)
+        if run is None:
+            return False
+        d = self.world.ledger.delivery_table.get((run.id, run.seq))
+        finished = self.job_finished_at.get(d.key) if d is not None else None
+        return finished is not None and now - finished > CANCEL_ACK_POLL_S + 1.0
 
     def on_cancel_reread(self, run_id: UUID, since: int) -> None:
         """reread_repairs_evidence, once a re-read cancel returned CANCELLED; `since` is
@@ -480,6 +549,11 @@ class Checker:
         if live:
             self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while agent job "
                       f"{live[0]} still runs", run=_brief(run))
+        lost = self.world.agents.lost_jobs_of(run.id)
+        if lost:
+            self.fail("cancelled_after_containment", f"Run {run.id} CANCELLED while agent job "
+                      f"{lost[0]} is LOST and its runtime was never asked to stop it",
+                      run=_brief(run))
         open_ = [a for a in self.world.services.attempt_table.values()
                  if a.owner.run_id == run.id and not a.state.terminal]
         if open_:
@@ -974,7 +1048,8 @@ class _StaticWorld:
             infos[key] = SimpleNamespace(info=info)
         self.broker = SimpleNamespace(jobs=infos)
         self.effects = SimpleNamespace(calls=[])
-        self.agents = SimpleNamespace(live_jobs_of=lambda run_id: [])
+        self.agents = SimpleNamespace(live_jobs_of=lambda run_id: [],
+                                      lost_jobs_of=lambda run_id: [])
         self.trace = SimpleNamespace(emit=lambda *a, **k: None, records=lambda *events: iter(()),
                                      indexed=lambda *events: iter(()))
 

@@ -61,6 +61,10 @@ OUTCOME_INVARIANTS = (
     ("lost_only_after_death", "a Run is failed as lost only from RUNNING or AWAITING_HARDWARE, "
      "and only when the boot that held its claim is no longer the live boot",
      "seed 000 'Cancellation, mutation, and recovery'"),
+    ("lost_after_containment", "a Run failed as lost or abandoned keeps no correlated child "
+     "that may act: no PENDING consent, no running agent job, no open service attempt",
+     "seed 000 'Cancellation, mutation, and recovery' (otherwise correlated effects are "
+     "contained before terminal failure)"),
     ("abandoned_only_after_sweep", "a Run is failed as abandoned in the live boot only "
      "from RUNNING or AWAITING_HARDWARE under that boot's claim, once a sweep aborted its "
      "exact hop job (or the job is gone); never after a fence or abort by the live boot, "
@@ -97,6 +101,21 @@ class OutcomeChecks:
             self._check_lost(prev, run)
         if error == ABANDONED:
             self._check_abandoned(prev, run)
+        if error in (LOST, ABANDONED):
+            self._check_children_contained(run)
+
+    def _check_children_contained(self, run: Run) -> None:
+        world = self.checker.world
+        pending = [c.id for c in world.ledger.consent_table.values()
+                   if c.run_id == run.id and c.status.value == "PENDING"]
+        live = world.agents.live_jobs_of(run.id)
+        open_ = [a.id for a in world.services.attempt_table.values()
+                 if a.owner.run_id == run.id and not a.state.terminal]
+        for what, ids in (("consent", pending), ("agent job", live), ("service attempt", open_)):
+            if ids:
+                self.checker.fail("lost_after_containment", f"Run {run.id} failed as "
+                                  f"{run.error} while its {what} {ids[0]} is uncontained",
+                                  run=str(run.id))
 
     def _check_lost(self, prev: Run, run: Run) -> None:
         if prev.status not in LOSABLE:

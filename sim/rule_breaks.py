@@ -15,12 +15,13 @@ import json
 from datetime import datetime
 from uuid import UUID
 
+from runtime import cancel as cancel_module
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
-from runtime.errors import BrokerUnavailable
+from runtime.errors import BrokerUnavailable, StopUnproven
 from runtime.events.channel import Subscription
 from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.model import Event
@@ -30,6 +31,7 @@ from runtime.jobs import rules as job_rules
 from runtime.jobs.models import EventKind, LeasedJob, Usage
 from runtime.keys import hop_key
 from runtime.models import (
+    AgentJobStatus,
     Claim,
     DeliveryState,
     Intent,
@@ -304,6 +306,43 @@ async def _contain_children_only(self: Canceller, run: Run) -> bool:
     return bool(await self.contain_children(run))
 
 
+async def _fence_only_aborting(self: Canceller, run: Run) -> bool:
+    """A parent fence whose test is inverted: it re-sends the abort only to a job
+    already aborting and merely waits for a live one to finish by itself."""
+    key = hop_key(run.id, run.seq)
+    for _ in range(cancel_module.ABORT_ATTEMPTS):
+        job = await self.deps.broker.probe(key)
+        if job is None or job.status.finished:
+            return True
+        if job.status is JobStatus.ABORTING:
+            with contextlib.suppress(BrokerUnavailable):
+                await self.deps.broker.abort(key, "cancelled")
+        if await self._acknowledged(key):
+            return True
+    return False
+
+
+async def _agent_refusal_raises(self: Canceller, run: Run) -> bool:
+    """Agent job containment that turns the agent runtime's refusal into an error
+    out of the cancel instead of an honest, retryable CANCELLING."""
+    for job in await self.deps.ledger.agent_jobs_of(run.id):
+        if job.status.terminal and job.status is not AgentJobStatus.LOST:
+            continue
+        if self.deps.agents is None or not await self.deps.agents.cancel(job.id):
+            raise StopUnproven(f"agent job {job.id} refused its cancel")
+        await self.deps.ledger.record_agent_job(
+            job.id, AgentJobStatus.CANCELLED, None, self.deps.clock.now()
+        )
+    return True
+
+
+async def _children_without_consents(self: Canceller, run: Run) -> bool:
+    """Child containment that leaves pending consents to `finish_cancel`'s own sweep,
+    forgetting that orphan recovery fails a Run through this path too."""
+    return bool(await self._contain_agent_jobs(run)
+                and await self._contain_service_attempts(run))
+
+
 # -- seed 004 leased jobs ----------------------------------------------------------------
 
 
@@ -364,6 +403,9 @@ RULE_BREAKS = BreakTable({
     "evidence_repaired_twice": (debts, "repair_terminal_evidence", _repair_always),
     "orphan_own_boot": (Relays, "_orphan", _relay_orphans_own_boot),
     "parent_not_fenced": (Canceller, "contain", _contain_children_only),
+    "fence_only_aborting": (Canceller, "_fence_parent", _fence_only_aborting),
+    "agent_refusal_raises": (Canceller, "_contain_agent_jobs", _agent_refusal_raises),
+    "children_without_consents": (Canceller, "contain_children", _children_without_consents),
     "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),
     "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),
     "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),

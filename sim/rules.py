@@ -180,6 +180,21 @@ RULES: tuple[Rule, ...] = (
          "a cancel whose parent job is finished and whose children are contained, with no "
          "fault in its way, commits CANCELLED rather than answering CANCELLING",
          ("cancel_completes",), ("cancel",), (_b("cancel_never_completes", "cancel", 1),)),
+    Rule("recovery.lost_after_containment", S000, "Cancellation, mutation, and recovery",
+         "an orphan failed as lost or abandoned has its correlated children contained first: "
+         "no pending consent, running agent job or open service attempt outlives the failure",
+         ("lost_after_containment",), ("misfiled_stasis",),
+         (_b("children_without_consents", "misfiled_stasis", 4),)),
+    Rule("cancel.parent_fenced_first", S000, "Cancellation, mutation, and recovery",
+         "whatever a cancel answers, it has fenced the broker's parent job first: a live job "
+         "is sent its abort (an aborting one is not re-aborted), never left to finish alone",
+         ("cancel_fences_parent",), ("cancel_children",),
+         (_b("fence_only_aborting", "cancel_children", 5),)),
+    Rule("cancel.refusal_is_cancelling", S000, "Cancellation, mutation, and recovery",
+         "a child that refuses its cancel (the agent runtime's refusal, a service attempt's "
+         "ServiceError) leaves an honest, retryable CANCELLING: the cancel answers, it does "
+         "not raise", ("cancel_answers",), ("cancel_children",),
+         (_b("agent_refusal_raises", "cancel_children", 3),)),
     Rule("cancel.late_job_fenced", S000, "Cancellation, mutation, and recovery",
          "a publisher that lost its acknowledgement behind a cancellation aborts the job it "
          "may have landed, so no live hop job outlives its Run's cancellation",

@@ -12,6 +12,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sim.faults import struck
 from sim.faults.options import FaultOptions
 from sim.faults.plan import AtPoint, AtTime, FaultKind, FaultPlan, PlannedFault
 
@@ -167,6 +168,7 @@ class Injector:
 
     def _record(self, pf: PlannedFault, point: str) -> None:
         self.fired.append(pf)
+        struck.note(point, pf.fault.value)
         self.coverage.fires[point] += 1
         self.coverage.kinds[pf.fault.value] += 1
         if pf.fault in CRASH_KINDS:

@@ -414,6 +414,7 @@ class SimBroker(_Guarded):
             self.world.aborted_by[key] = self.boot.number
         fault, _ = self._fire("broker.abort", (FaultKind.ABORT_ACK_LOST,))
         info = await self._guard(lambda: self.inner.abort(key, reason))
+        self._note_finished(key)
         self.world.trace.emit("broker", "job.abort", key=key,
                               status=info.status if info else None)
         if fault is FaultKind.ABORT_ACK_LOST:
@@ -428,6 +429,7 @@ class SimBroker(_Guarded):
         self.boot.check_alive()
         self.world.checker.on_abort(self.boot.number, key)  # a fence, like an abort
         info = await self._guard(lambda: self.inner.retire(key, reason))
+        self._note_finished(key)
         self.world.trace.emit("broker", "job.retired", key=key,
                               status=info.status if info else None)
         return info
@@ -502,10 +504,18 @@ class SimBroker(_Guarded):
 
     async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None:
         await self._guard(lambda: self.inner.finish(key, status, error))
+        self._note_finished(key)
+
+    def _note_finished(self, key: str) -> None:
+        """Tell the checker when a job is first seen finished (cancel_completes reads it)."""
+        job = self.inner.jobs.get(key)
+        if job is not None and job.info.status.finished:
+            self.world.checker.on_job_finished(key)
 
     async def sweep(self, queue: str) -> list[str]:
         swept = await self._guard(lambda: self.inner.sweep(queue))
         for key in swept:
+            self._note_finished(key)
             self.world.trace.emit("broker", "job.swept", key=key)
             self.world.checker.on_swept(self.boot.number, key)
             self.world.checker.hop_checks.swept(key)

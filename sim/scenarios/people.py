@@ -11,6 +11,7 @@ import anyio
 from runtime.errors import LedgerUnavailable, RuntimeEngineError
 from runtime.models import ConsentStatus, RunStatus
 from runtime.stasis.consent import decide
+from sim.faults import struck
 from sim.faults.plan import FaultKind
 from sim.world import Unavailable, World
 
@@ -134,13 +135,17 @@ class Operator:
 
     async def cancel(self, run_id: UUID) -> None:
         since, began = len(self.world.trace.lines), anyio.current_time()
-        try:
-            run = await self.world.request(lambda boot: boot.canceller.cancel(run_id))
-            outcome = run.status.value
-        except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
-            outcome = type(exc).__name__
+        with struck.watching() as faults:  # the faults that strike this very call
+            try:
+                run = await self.world.request(lambda boot: boot.canceller.cancel(run_id))
+                outcome = run.status.value
+            except Unavailable as exc:
+                outcome = type(exc).__name__
+            except RuntimeEngineError as exc:
+                outcome = type(exc).__name__
+                self.world.checker.on_cancel_refused(run_id, exc)
         if outcome == RunStatus.CANCELLING.value:
-            self.world.checker.on_cancel_left_cancelling(run_id, since, began)
+            self.world.checker.on_cancel_left_cancelling(run_id, since, began, tuple(faults))
         self.world.trace.emit("operator", "cancel", run=str(run_id), outcome=outcome)
         if outcome == RunStatus.CANCELLED.value and self.reread > 0 and \
                 self.world.streams.actors.random() < self.reread:

@@ -17,6 +17,11 @@
   claims are met by an operator's cancel while the hop is paused right after
   its claim committed (pause here, act, resume): the hop then runs its nodes
   for a Run gone CANCELLING and must create no effect;
+- `cancel_children`: Runs parked on agent jobs and service attempts, or running,
+  cancelled by an operator who targets exactly those while the agent runtime
+  often refuses a cancel and abort acknowledgements are often lost; a cancel
+  left CANCELLING is sent again until it settles (containment of children,
+  the abort-acknowledgement path, the retried sweep);
 - `skewed_sweep`: long hops while a second process whose clock runs ahead
   sweeps the broker, so a live hop's job reads aborted before the hop is
   stopped; an operator cancels most swept Runs at once (the canceller writes
@@ -158,6 +163,51 @@ CANCEL_AT_CLAIM = _scenario(
     "cancel_at_claim", ("two_step", "effectful", "consent_gate", "delegate"), operator=True,
     at_claim=0.5,
 )
+
+
+CHILD_WAITS = (RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE, RunStatus.RUNNING)
+"""What the child-focused operator cancels: Runs whose containment has children or a hop."""
+
+
+def _refusing_children(options: FaultOptions) -> FaultOptions:
+    """Agent runtimes that refuse cancels and aborts whose acknowledgement is lost,
+    often enough that every seed meets both on a cancel's own path."""
+    return options.model_copy(update={
+        "actor_fail_per_call": max(options.actor_fail_per_call, 0.3),
+        "abort_ack_lost_per_abort": max(options.abort_ack_lost_per_abort, 0.3),
+    })
+
+
+async def _children_drive(world: World) -> None:
+    world.provider.configure(world.streams.workload)
+    operator = Operator(world, share=0.0, reread=0.3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_child_canceller, world, operator, anyio.current_time() + 400.0)
+        await submit_stream(world, ("delegate", "service_call", "two_step"), content)
+        tg.cancel_scope.cancel()
+
+
+async def _child_canceller(world: World, operator: Operator, until: float) -> None:
+    """Cancel a Run waiting on a child (or running) every few seconds; repeat a cancel
+    left CANCELLING a few times, as a caller polling its request would."""
+    rng = world.streams.actors
+    while anyio.current_time() < until:
+        await anyio.sleep(round(rng.uniform(2.0, 10.0), 3))
+        runs = sorted(world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id))
+        targets = [r.id for r in runs if r.status in CHILD_WAITS]
+        if not targets:
+            continue
+        run_id = rng.choice(targets)
+        for _ in range(3):
+            await operator.cancel(run_id)
+            run = world.ledger.run_table.get(run_id)
+            if run is None or run.status is not RunStatus.CANCELLING:
+                break
+            await anyio.sleep(5.0)
+
+
+CANCEL_CHILDREN = register(Scenario("cancel_children", _describe("cancel_children"),
+                                    _children_drive, _service_heal, tune=_refusing_children))
 
 
 SWEEP_SKEW_S = 200.0
