@@ -68,6 +68,19 @@ _WORLD_FAULTS = ('"boot.crash"', '"fault":"crash"', '"fault":"boot_stall"',
 CANCEL_UNAVAILABLE: tuple[type[BaseException], ...] = (LedgerUnavailable, BrokerUnavailable)
 """What a cancel may raise instead of answering (besides the world's Unavailable)."""
 
+_CHILD_FAULT_POINTS = ("actor.agent.", "service.")
+"""Where a fault on a cancel's own path may leave it CANCELLING: a child's runtime.
+A lost abort acknowledgement is re-probed and a ledger blip retried (or raised), so
+neither excuses a CANCELLING answer by itself."""
+_HOLDING_KINDS = frozenset({"pause", "crash", "boot_stall", "boot_partition", "ledger_outage"})
+
+
+def _may_stall_a_cancel(fault: str) -> bool:
+    """`point:kind` (sim.faults.struck) of a fault that may leave a cancel CANCELLING."""
+    point, _, kind = fault.rpartition(":")
+    return point.startswith(_CHILD_FAULT_POINTS) or kind in _HOLDING_KINDS
+
+
 OWNER_WAITS = (
     RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE,
 )
@@ -177,9 +190,10 @@ INVARIANTS: dict[str, Invariant] = {
                   "sequence moved on, or its delivery closed) is refused by the exact claim and "
                   "has no effect: no committed write, Step, publish or external effect",
                   "seed 000 'Admission and exact claim'"),
-        Invariant("cancel_completes", "a cancel that meets no fault on its own path (its "
-                  "writes, its abort, its children's cancels) and no live job or child to wait "
-                  "for completes: it does not answer CANCELLING",
+        Invariant("cancel_completes", "a cancel that meets no live job or child to wait for, "
+                  "and no fault of a child's runtime on its own path, completes: it does not "
+                  "answer CANCELLING (a lost abort acknowledgement is re-probed, a ledger blip "
+                  "retried; an acknowledgement is seen within a poll)",
                   "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("cancel_answers", "an operator's cancel answers with the Run (CANCELLED, "
                   "CANCELLING, or the terminal state that won) or with unavailability (the "
@@ -480,11 +494,8 @@ class Checker:
 
     def _cancel_left_cancelling(self, run_id: UUID, since: int, began: float,
                                 struck: tuple[str, ...]) -> None:
-        now = anyio.current_time()
-        if now - began >= CANCEL_ACK_TIMEOUT_S - 1e-6 and not self._acked_early(run_id, now):
-            return  # it waited out an abort's acknowledgement: CANCELLING is its answer
-        if struck:
-            return  # a fault struck this very call (its abort, a child's cancel, a write)
+        if any(_may_stall_a_cancel(fault) for fault in struck):
+            return  # a child refused, or the call was held: CANCELLING is its honest answer
         if any(any(mark in line for mark in _WORLD_FAULTS)
                for line in self.world.trace.lines[since:]):
             return  # a crash, stall, partition or outage strikes every call of a boot
@@ -494,15 +505,22 @@ class Checker:
             return
         d = ledger.delivery_table.get((run.id, run.seq))
         job = self.world.broker.jobs.get(d.key) if d is not None else None
-        if job is not None and not job.info.status.finished:
-            return
+        waited = anyio.current_time() - began >= CANCEL_ACK_TIMEOUT_S - 1e-6
+        if d is not None and job is not None and not job.info.status.finished:
+            if waited or d.key in self.late_jobs:
+                return  # it waited out the acknowledgement, or the job landed behind it
+            self.fail("cancel_completes", f"a cancel of Run {run.id} answered CANCELLING "
+                      f"without waiting for its hop job {d.key} to acknowledge the abort",
+                      run=_brief(run))
+        if waited and not self._acked_early(run_id, anyio.current_time()):
+            return  # the acknowledgement came only as the cancel gave up
         if self.world.agents.live_jobs_of(run.id) or any(
                 a.owner.run_id == run.id and not a.state.terminal
                 for a in self.world.services.attempt_table.values()):
             return
         self.fail("cancel_completes", f"a cancel of Run {run.id} answered CANCELLING with its "
-                  "job finished, its children contained and no fault during the call",
-                  run=_brief(run))
+                  "job finished, its children contained and no fault of a child during the "
+                  "call", run=_brief(run))
 
     def _acked_early(self, run_id: UUID, now: float) -> bool:
         """Whether the Run's hop job finished (acknowledged its abort) well before the

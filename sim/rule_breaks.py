@@ -343,6 +343,24 @@ async def _children_without_consents(self: Canceller, run: Run) -> bool:
                 and await self._contain_service_attempts(run))
 
 
+async def _fence_gives_up_on_lost_ack(self: Canceller, run: Run) -> bool:
+    """A parent fence that takes a lost abort acknowledgement for a refusal and
+    answers CANCELLING at once, instead of re-probing the job it did abort."""
+    key = hop_key(run.id, run.seq)
+    for _ in range(cancel_module.ABORT_ATTEMPTS):
+        job = await self.deps.broker.probe(key)
+        if job is None or job.status.finished:
+            return True
+        if job.status is not JobStatus.ABORTING:
+            try:
+                await self.deps.broker.abort(key, "cancelled")
+            except BrokerUnavailable:
+                return False
+        if await self._acknowledged(key):
+            return True
+    return False
+
+
 # -- seed 004 leased jobs ----------------------------------------------------------------
 
 
@@ -405,6 +423,7 @@ RULE_BREAKS = BreakTable({
     "parent_not_fenced": (Canceller, "contain", _contain_children_only),
     "fence_only_aborting": (Canceller, "_fence_parent", _fence_only_aborting),
     "agent_refusal_raises": (Canceller, "_contain_agent_jobs", _agent_refusal_raises),
+    "fence_gives_up_on_lost_ack": (Canceller, "_fence_parent", _fence_gives_up_on_lost_ack),
     "children_without_consents": (Canceller, "contain_children", _children_without_consents),
     "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),
     "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),

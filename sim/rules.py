@@ -179,7 +179,9 @@ RULES: tuple[Rule, ...] = (
     Rule("cancel.completes_when_contained", S000, "Cancellation, mutation, and recovery",
          "a cancel whose parent job is finished and whose children are contained, with no "
          "fault in its way, commits CANCELLED rather than answering CANCELLING",
-         ("cancel_completes",), ("cancel",), (_b("cancel_never_completes", "cancel", 1),)),
+         ("cancel_completes",), ("cancel", "cancel_children"),
+         (_b("cancel_never_completes", "cancel", 1),
+          _b("fence_gives_up_on_lost_ack", "cancel_children", 4))),
     Rule("recovery.lost_after_containment", S000, "Cancellation, mutation, and recovery",
          "an orphan failed as lost or abandoned has its correlated children contained first: "
          "no pending consent, running agent job or open service attempt outlives the failure",
