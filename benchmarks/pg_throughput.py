@@ -3,6 +3,7 @@
 Usage:  python benchmarks/pg_throughput.py [--dsn DSN] [--n 5000] [--concurrency 20]
                                           [--repeats 3] [--producers N]
                                           [--kinds saq,echo,two_step,consent_gate]
+                                          [--count-writes]
 
 One invocation creates a fresh database of its own and then runs every kind
 once per repeat, interleaved (saq, echo, two_step, consent_gate, saq, ...),
@@ -38,7 +39,10 @@ complete (and every Run DONE). Per unit of work it reports
 `other_commits` counts commits in other databases meanwhile: a noise
 indicator for the cluster-wide figures. The summary gives medians over the
 repeats, each kind's ratios to raw SAQ, and the M14 targets for `echo`
-(issue 17); the last line is `RESULT {json}`. Runs on demand only (not part
+(issue 17); the last line is `RESULT {json}`. `--count-writes` adds, per
+phase, the ledger's transactions and write transactions per unit by method
+(`write_counter.py`; it costs a statement per transaction, so use it for the
+breakdown, not for the figures). Runs on demand only (not part
 of the test suite). DSN default: HARNESS_PG_DSN, else the local server.
 """
 
@@ -54,6 +58,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -63,6 +68,8 @@ import psycopg
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from write_counter import counting  # beside this script, on sys.path when it runs
 
 from runtime.adapters.postgres import PostgresLedger, migrate
 from runtime.adapters.saq import SaqBroker, SaqSettings
@@ -108,6 +115,8 @@ class Phase:
     adm_p50_ms: float
     adm_p99_ms: float
     other_commits: int
+    ledger_writes: dict[str, dict[str, float]] | None = None
+    """With --count-writes: per ledger method, transactions and write transactions per unit."""
 
 
 @dataclass
@@ -320,10 +329,11 @@ async def measure(
     before = await read_counters(admin, dbname)
     pg_before = pg_cpu(dbname)
     cpu_before = time.process_time()
-    if kind == "saq":
-        work = await saq_phase(dsn, dbname, args)
-    else:
-        work = await runs_phase(dsn, dbname, args, kind)
+    with counting() if args.count_writes else nullcontext() as counts:
+        if kind == "saq":
+            work = await saq_phase(dsn, dbname, args)
+        else:
+            work = await runs_phase(dsn, dbname, args, kind)
     client_ms = (time.process_time() - cpu_before) * 1000
     await asyncio.sleep(FLUSH_WAIT_S)  # closed backends have flushed their statistics
     after = await read_counters(admin, dbname)
@@ -343,6 +353,7 @@ async def measure(
         adm_p50_ms=round(percentile(work.latencies, 0.50) * 1000, 2),
         adm_p99_ms=round(percentile(work.latencies, 0.99) * 1000, 2),
         other_commits=after.other_commits - before.other_commits,
+        ledger_writes=counts.per_unit(n) if counts is not None else None,
     )
 
 
@@ -444,6 +455,8 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, tuple[str,
     parser.add_argument("--producers", type=int, default=None,
                         help="concurrent publishers/submitters (default: --concurrency)")
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--count-writes", action="store_true",
+                        help="break each phase's ledger transactions down by method")
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     unknown = sorted(set(kinds) - set(KINDS))
