@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 
 from harness.strategies import fault_plans
 from sim.faults.plan import FaultKind, FaultPlan
 from sim.kernel import SimResult, run_simulation
+from sim.trace import Trace
 
 FIXED_SEEDS = range(1, 41)
 
@@ -54,6 +56,31 @@ def test_same_seed_same_trace_across_processes_and_hash_seeds() -> None:
                               capture_output=True, text=True)
         hashes.add(done.stdout.strip())
     assert hashes == {run_simulation(42, "basic", "default").trace_hash}
+
+
+def test_a_violation_carrying_an_object_repr_replays_byte_identically() -> None:
+    # This break fails a Run with an error string that holds trio's Cancelled repr,
+    # whose task address differs per process: the trace must not record it.
+    code = (
+        "from sim.breaks import broken; from sim.kernel import run_simulation\n"
+        "with broken('racing_admission_as_creator'):\n"
+        "    r = run_simulation(3, 'admission_race', 'swarm')\n"
+        "print(r.invariant, r.trace_hash)"
+    )
+    outs = {subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                           text=True).stdout.strip() for _ in range(2)}
+    assert len(outs) == 1
+    assert outs.pop().startswith("failure_has_cause ")
+
+
+def test_trace_lines_hold_no_object_address() -> None:
+    async def emit() -> Trace:
+        trace = Trace()
+        trace.emit("hop", "failed", error="Cancelled(<Task 'x' at 0x7f9953a79c70>)")
+        return trace
+
+    line = trio.run(emit).lines[0]
+    assert "0x7f" not in line and " at 0x?" in line
 
 
 def test_a_process_wide_freeze_gives_the_same_traces_and_a_real_wall_clock() -> None:
