@@ -14,7 +14,11 @@ alone (a partition), so its lease lapses while the process lives on. Two rules:
   neither its claimed hops nor a job it dequeued and has not claimed yet;
 - `fenced_holder_inert`: once its hop was failed as lost, the fenced-out holder
   changes nothing more of that hop: no settlement, checkpoint, consent, agent
-  job or park of that Run and sequence lands from it.
+  job or park of that Run and sequence lands from it;
+- `claims_on_a_renewed_lease`: a boot's worker claims a hop only on a lease its
+  peers see live, or once the boot renewed its lease (or tried to) after its
+  startup reconciliation: a reconciliation longer than the lease never leaves
+  it serving on the lease it registered before reconciling.
 
 These read durable records (ledger rows, the boot registry) and what the fault
 proxies did to each boot (`Boot.unreachable`); violations go through
@@ -48,6 +52,11 @@ INVARIANTS = (
      "nothing more of that Run and sequence: no settlement, checkpoint, consent, agent job "
      "or park", "seed 000 'Admission and exact claim' (sequence-fenced settlement); "
      "issue 18 item 2 (zombie incarnations)"),
+    ("claims_on_a_renewed_lease", "a boot claims a hop only while its lease is live or "
+     "after it renewed that lease (or tried to) once its startup reconciliation was done: "
+     "never on the expired lease it registered before reconciling",
+     "seed 000 'Cancellation, mutation, and recovery' (startup reconciliation before "
+     "serving); issue 15 item 1 (boot leases); issue 18 item 5"),
 )
 
 HOP_WRITES = frozenset({
@@ -83,6 +92,8 @@ class BootChecks:
     """(Run, sequence) failed as lost -> the boot number that held its claim."""
     lease_seen: dict[str, float] = field(default_factory=dict)
     """Boot id -> the lease end its latest renewal wrote."""
+    renewed_after_startup: set[str] = field(default_factory=set)
+    """Boot ids that asked to renew their lease once their reconciliation was done."""
     lapses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     """Boot id -> (lease end, renewal that followed it) for each lease that ran out while
     the boot was unreachable: its peers could rightly judge it dead in between."""
@@ -144,6 +155,26 @@ class BootChecks:
         end = self._lease_end(boot)
         if end is not None:
             self.lease_seen[boot.id] = end
+
+    def renewal_asked(self, boot: Boot) -> None:
+        """`boot` calls renew_boot (whatever comes of it); counted once it reconciled."""
+        if boot.lifespan.status.report is not None:
+            self.renewed_after_startup.add(boot.id)
+
+    def on_claim(self, boot_id: str) -> None:
+        """A claim of `boot_id` committed: not on the expired lease it registered before
+        its reconciliation (the claim outlived no renewal: peers judge it dead)."""
+        boot = self._boot(boot_id)
+        if boot is None or boot.id in self.renewed_after_startup:
+            return
+        end = self._lease_end(boot)
+        now = self.checker.world.clock.monotonic()
+        if end is None or end > now:
+            return
+        self.checker.fail("claims_on_a_renewed_lease", f"boot {boot.number} claimed a hop at "
+                          f"t={now:g} on the lease it registered before reconciling, expired "
+                          f"at t={end:g}, without renewing it first", holder=boot.number,
+                          lease=end)
 
     def on_abort(self, boot: int, key: str) -> None:
         """As boot `boot` sends an abort for hop job `key`: a fence of another boot's

@@ -801,6 +801,12 @@ class Checker:
         """As a claim commits (before the claimant hears of it)."""
         key = delivery.key if delivery is not None else "?"
         self._guarded(lambda: self.mutation_checks.claim_committed(boot_id, key))
+        if self.world.leased:
+            self._guarded(lambda: self.boot_checks.on_claim(boot_id))
+
+    def on_renewal_asked(self, boot: Boot) -> None:
+        """Boot `boot` calls renew_boot (before the call reaches the ledger)."""
+        self.boot_checks.renewal_asked(boot)
 
     def on_hop_write(self, boot: Boot, name: str, args: tuple[Any, ...]) -> None:
         """Boot `boot`'s ledger write `name` changed something (fenced_holder_inert)."""

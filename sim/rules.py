@@ -302,11 +302,15 @@ RULES: tuple[Rule, ...] = (
          "a boot renews its lease after reconciling and before any worker takes a job, so a "
          "reconciliation longer than the renewal period never leaves it serving on a lease "
          "its peers may judge expired",
-         ("orphans_of_earlier_boots",), ("two_vessels",),
-         # Rare since a slow renewal unsteadies a boot: a reconciliation longer than a
-         # lease is nearly always an outage's, after which peers rightly judge nobody for
-         # a whole lease; only a boot-local one exposes the break (seed 1654 of 1-3000).
-         (_b("lease_stale_at_ready", "two_vessels", 1654),)),
+         ("claims_on_a_renewed_lease", "orphans_of_earlier_boots"), ("two_vessels",),
+         # A peer rarely fences the stale boot in time (seed 1654 of 1-3000): a long
+         # reconciliation is nearly always an outage's, after which peers rightly judge
+         # nobody for a whole lease, or a stall's, which excuses the fencing. The claim
+         # check sees the stale lease at the boot's first claim instead. A live, reachable
+         # slow boot (FaultKind.SLOW_RECONCILE) is driven by plan in
+         # tests/scenarios/test_pauses_and_zombies.py: in two_vessels' swarm it hid
+         # recorded_evidence_left (not caught in seeds 1-196).
+         (_b("lease_stale_at_ready", "two_vessels", 5),)),
     Rule("boots.peer_dequeued_job_not_fenced", S000, "Cancellation, mutation, and recovery",
          "startup and the relay fence an active job older than the boot only when no other "
          "boot's lease is live: a live peer may have dequeued it and not claimed it yet",

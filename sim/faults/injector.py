@@ -72,6 +72,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.PAUSE: "pause_per_point_hit",
     FaultKind.BOOT_STALL: "stall_per_point_hit",
     FaultKind.BOOT_PARTITION: "partition_per_point_hit",
+    FaultKind.SLOW_RECONCILE: "slow_reconcile_per_boot",
 }
 """The option that gives each fault kind its probability per opportunity."""
 
@@ -124,6 +125,8 @@ class Injector:
             return round(self.rng.uniform(*self.options.stall_s), 3)
         if kind is FaultKind.BOOT_PARTITION:
             return round(self.rng.uniform(*self.options.partition_s), 3)
+        if kind is FaultKind.SLOW_RECONCILE:
+            return round(self.rng.uniform(*self.options.slow_reconcile_s), 3)
         return 0.0
 
     def _action(self, kind: FaultKind) -> str | None:

@@ -166,6 +166,17 @@ class FaultOptions(BaseModel):
     max_stalls: int = Field(
         default=2, ge=0, description="stalls and partitions per simulation at most"
     )
+    slow_reconcile_per_boot: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a boot's startup reconciliation is slow: it stays live and "
+        "reachable, but takes slow_reconcile_s longer before the boot serves (swarm does "
+        "not draw it: plans and tuned scenarios set it)",
+    )
+    slow_reconcile_s: tuple[float, float] = Field(
+        default=(16.0, 45.0),
+        description="how much longer a slow reconciliation takes: past a 15 s boot lease, "
+        "so the lease registered before reconciling has run out by the time it is done",
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -203,6 +214,7 @@ class FaultOptions(BaseModel):
             (FaultKind.PAUSE, self.pause_per_point_hit),
             (FaultKind.BOOT_STALL, self.stall_per_point_hit),
             (FaultKind.BOOT_PARTITION, self.partition_per_point_hit),
+            (FaultKind.SLOW_RECONCILE, self.slow_reconcile_per_boot),
         ]
         return [kind for kind, p in pairs if p > 0]
 

@@ -65,6 +65,11 @@ class FaultKind(enum.StrEnum):
     """The boot freezes (every seam call waits), so its lease lapses; a successor starts."""
     BOOT_PARTITION = "boot_partition"
     """Only this boot loses the database (its ledger calls fail) for `amount` s."""
+    SLOW_RECONCILE = "slow_reconcile"
+    """This boot's startup reconciliation takes `amount` s longer (a backlog, a slow link
+    of its own): it stays live and reachable, but the lease it registered before
+    reconciling may run out before it serves (seed 000, "Cancellation, mutation, and
+    recovery": startup reconciliation; issue 18 item 5, boots.renewed_before_serving)."""
 
 
 class AtPoint(BaseModel):

@@ -22,7 +22,7 @@ from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
-from runtime.faults import CATALOGUE, CLAIM_COMMITTED
+from runtime.faults import CATALOGUE, CLAIM_COMMITTED, RECONCILE_STARTED
 from runtime.keys import hop_key
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
@@ -121,6 +121,10 @@ class _Guarded:
             await self.boot.thaw()
         elif pf.fault is FaultKind.BOOT_PARTITION:
             self.boot.partition(pf.amount)
+        elif pf.fault is FaultKind.SLOW_RECONCILE:
+            # Not a stall: the boot stays live and reachable (Boot.unreachable is left
+            # alone), so a peer that fences its work once it serves is at fault.
+            await anyio.sleep(pf.amount)
 
 
 LEDGER_READS = (
@@ -242,6 +246,7 @@ class SimLedger(_Guarded):
     async def renew_boot(self, boot_id: str, lease_s: float, now: datetime) -> bool:
         await self._hold()
         self.boot.check_alive()
+        self.world.checker.on_renewal_asked(self.boot)
         self._refuse_partitioned("renew_boot")
         self._refuse_during_outage("renew_boot")
         renewed = await self._guard(lambda: self.inner.renew_boot(boot_id, lease_s, now))
@@ -557,6 +562,8 @@ class SimFaultPoints(_Guarded):
         run_id = context.get("run_id")
         kinds = (FaultKind.CRASH, *HOLDS) if name in PAUSE_POINTS and run_id is not None \
             else (FaultKind.CRASH, *STALLS)
+        if name == RECONCILE_STARTED:
+            kinds = (*kinds, FaultKind.SLOW_RECONCILE)
         pf = self._hit(name, spaced(self.world, kinds))
         if pf is not None and pf.fault is FaultKind.CRASH:
             self.world.checker.on_crash_point(name, self.boot.number, context)

@@ -71,3 +71,22 @@ def test_a_stalled_boot_is_succeeded_while_it_lives_and_then_resumes() -> None:
         assert starts, "no successor started while the zombie was frozen"
         return
     raise AssertionError("no zombies seed stalled a boot")
+
+
+def test_a_slow_reconciliation_outlasts_the_lease_and_the_boot_renews_before_it_claims() -> None:
+    """FaultKind.SLOW_RECONCILE holds a live, reachable boot in its startup for longer
+    than its lease (no stall, no partition). The runtime renews before serving, so its
+    claims are on a live lease; a startup that serves on the registration lease is
+    caught at its first claim (boots.renewed_before_serving)."""
+    plan = FaultPlan(faults=[PlannedFault(
+        trigger=AtPoint(point="reconcile.started", nth=1), fault=FaultKind.SLOW_RECONCILE,
+        amount=30.0)])
+    result = run_simulation(1, "two_vessels", "calm", plan)
+    assert result.ok, (result.invariant, result.error)
+    assert [f.fault for f in result.fired.faults] == [FaultKind.SLOW_RECONCILE]
+    assert not _events(result.trace_lines, "boot.stall")
+    assert not _events(result.trace_lines, "boot.partition")
+    done = [e["t"] for e in _events(result.trace_lines, "startup.done")]
+    assert len(done) == 2 and max(done) >= 30.0  # type: ignore[type-var,operator]
+    broken = run_simulation(1, "two_vessels", "calm", plan, break_name="lease_stale_at_ready")
+    assert broken.invariant == "claims_on_a_renewed_lease", (broken.invariant, broken.error)
