@@ -27,6 +27,8 @@ from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
 from sim import delivery_checks
+from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
+from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
 from sim.boot_checks import BootChecks
 from sim.hop_checks import INVARIANTS as HOP_INVARIANTS
@@ -249,7 +251,8 @@ INVARIANTS.update(
     (name, Invariant(name, rule, source))
     for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
-                               *HOP_INVARIANTS, *BOOT_INVARIANTS)
+                               *HOP_INVARIANTS, *BOOT_INVARIANTS,
+                               *ADMISSION_INVARIANTS)
 )
 
 
@@ -299,6 +302,7 @@ class Checker:
         self.mutation_checks = MutationChecks(self)
         self.hop_checks = HopChecks(self)
         self.boot_checks = BootChecks(self)
+        self.admission_checks = AdmissionChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []
@@ -607,6 +611,7 @@ class Checker:
         delivery_checks.delivery_moves_forward(self, prev, d)
         delivery_checks.published_has_job(self, prev, d)
         delivery_checks.held_released_by_hook(self, prev, d)
+        self.admission_checks.held_names_owner(d)
         if (
             d.state is DeliveryState.FAILED
             and prev is not None
@@ -866,6 +871,7 @@ class Checker:
             self.retry_checks.final()
             self._check_admissions()
             self._check_subscribers()
+            self.admission_checks.final()
             if check_liveness:
                 self._check_liveness()
                 self._check_evidence()

@@ -12,16 +12,28 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from uuid import UUID
 
+import anyio
+
 from runtime import cancel as cancel_module
+from runtime import engine as engine_module
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine
-from runtime.errors import BrokerUnavailable, StopUnproven
+from runtime.errors import (
+    BrokerUnavailable,
+    IdempotencyConflict,
+    RetentionFailed,
+    SessionBusy,
+    StopUnproven,
+)
 from runtime.events.channel import Subscription
 from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.model import Event
@@ -47,6 +59,7 @@ from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobStatus
 from runtime.service import rules as service_rules
 from runtime.service.models import ServiceJobAttempt
+from runtime.sessions import KeyedLocks
 from sim.break_table import BreakTable
 
 # -- seed 000 "Admission and exact claim" ------------------------------------------------
@@ -116,6 +129,59 @@ async def _publish_marks_on_failure(self: RunEngine, delivery: RunDelivery) -> R
     marked = await self.deps.ledger.mark_published(
         delivery.run_id, delivery.seq, self.deps.clock.now())
     return marked or result
+
+
+async def _publish_unless_submitting(self: RunEngine, delivery: RunDelivery) -> RunDelivery:
+    """Admission that commits but leaves its publish to the relay: the publish is
+    skipped when submit (or its replay) awaits it, and runs for everyone else."""
+    caller = sys._getframe(1).f_code
+    if caller in (RunEngine.submit.__code__, RunEngine._replay.__code__):
+        return delivery
+    return await RULE_BREAKS.unbroken(_publish_unless_submitting)(self, delivery)
+
+
+def _refuse_unless_failed(run: Run, delivery: RunDelivery) -> RunDelivery:
+    """The guard of a released generation written the wrong way round: every
+    generation but a FAILED one is answered RetentionFailed (and is not published)."""
+    if delivery.state is not DeliveryState.FAILED:
+        raise RetentionFailed(f"Run {run.id}: held delivery {delivery.seq} was not released")
+    return delivery
+
+
+async def _fence_sessionless_too(self: RunEngine, intent: Intent, run_id: UUID | None) -> None:
+    """The session fast path without its early return: a sessionless Intent is fenced
+    against every other sessionless Run still active."""
+    active = await self.deps.ledger.runs_in_session(intent.session, 16)  # type: ignore[arg-type]
+    for other in active:
+        if other.id != run_id:
+            raise SessionBusy(intent.session or "", other.id)
+
+
+def _records_without_holder(
+    self: RunEngine, intent: Intent, run_id: UUID | None, held: bool
+) -> tuple[Run, RunDelivery]:
+    """The admission's records with the HELD delivery's owner left out."""
+    run, delivery = RULE_BREAKS.unbroken(_records_without_holder)(self, intent, run_id, held)
+    return run, delivery.model_copy(update={"held_by": None})
+
+
+def _validated_unreported(intent: Intent) -> Intent:
+    """The admission edge's re-validation, with pydantic's error passed on as it is
+    instead of the InvalidIntent naming the field."""
+    return Intent.model_validate(intent.model_dump())
+
+
+@asynccontextmanager
+async def _hold_never_dropped(self: KeyedLocks, key: str) -> AsyncIterator[None]:
+    """A per-key lock that is created on first use and kept for ever."""
+    lock, _ = self._locks.setdefault(key, (anyio.Lock(), 0))
+    async with lock:
+        yield
+
+
+def _conflict_without_key(key: str, run_id: UUID) -> IdempotencyConflict:
+    """The idempotency conflict raised without the key the caller reused."""
+    return IdempotencyConflict("", run_id)
 
 
 async def _mark_published_any_state(
@@ -405,7 +471,6 @@ def _prepare_ignores_payload(
     return RULE_BREAKS.unbroken(_prepare_ignores_payload)(attempt, by_id, by_key)
 
 
-
 RULE_BREAKS = BreakTable({
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
@@ -414,6 +479,14 @@ RULE_BREAKS = BreakTable({
     "no_session_fence": (RunEngine, "_fence_session", _no_session_fence),
     "session_fence_in_process": (MemoryLedger, "_session_busy", _session_never_busy),
     "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),
+    "submit_leaves_publish_to_relay": (RunEngine, "publish", _publish_unless_submitting),
+    "invalid_intent_unreported": (engine_module, "validated_intent", _validated_unreported),
+    "admission_locks_kept": (KeyedLocks, "hold", _hold_never_dropped),
+    "sessionless_fenced": (RunEngine, "_fence_session", _fence_sessionless_too),
+    "held_without_owner": (RunEngine, "_records", _records_without_holder),
+    "retention_refused_after_release": (RunEngine, "_still_admitted",
+                                        staticmethod(_refuse_unless_failed)),
+    "conflict_without_key": (engine_module, "IdempotencyConflict", _conflict_without_key),
     "closed_delivery_reopened": (MemoryLedger, "mark_published", _mark_published_any_state),
     "rotation_reuses_key": (DeliveryRecovery, "_rotate", _rotate_publishes_old_key),
     "readmit_without_cas": (MemoryLedger, "readmit_after_consent", _readmit_consent_without_cas),

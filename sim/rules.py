@@ -64,7 +64,8 @@ RULES: tuple[Rule, ...] = (
     Rule("admission.idempotent_replay", S000, "Admission and exact claim",
          "a scoped key admits one Run; a replay gets it back only if every fingerprint field "
          "(session, prompt, source, sigil, scopes, content, priority) matches, else a conflict",
-         ("idempotent_admission",), ("basic",), (_b("fingerprint_ignores_priority", "basic", 3),)),
+         ("idempotent_admission",), ("basic",),
+         (_b("fingerprint_ignores_priority", "basic", 3), _b("conflict_without_key", "basic", 1))),
     Rule("admission.concurrent_replays", S000, "Admission and exact claim",
          "admissions of one scoped key racing at the same instant (same content, one field "
          "changed, HELD with and without a hook; in one Vessel or two) admit exactly one Run: "
@@ -87,11 +88,38 @@ RULES: tuple[Rule, ...] = (
          # its seed 1 (basic, whose admissions rarely share a session, first at seed 42).
          ("session_fence",), ("basic", "session_race"),
          (_b("no_session_fence", "session_race", 1),)),
+    Rule("admission.held_names_owner", S000, "Admission and exact claim",
+         "a delivery admitted HELD names the caller whose retention hook must release it; once "
+         "released (or never held) it names no owner",
+         ("held_names_owner",), ("basic",), (_b("held_without_owner", "basic", 1),)),
+    Rule("admission.session_busy_is_true", S000, "Admission and exact claim",
+         "only an Intent naming a Bridge session is refused as busy, and the refusal names a "
+         "nonterminal Run of that same session; Intents without a session are never fenced",
+         ("session_busy_is_true",), ("basic",), (_b("sessionless_fenced", "basic", 1),)),
     Rule("admission.session_fence_across_vessels", S000, "Admission and exact claim",
          "the session fence and the one-Run-per-key rule hold when several Vessels admit at "
          "once: the ledger's admission transaction decides, not each process (issue 15, M11)",
          ("session_fence", "idempotent_admission"), ("session_race",),
          (_b("session_fence_in_process", "session_race", 1),)),
+    Rule("admission.publish_after_commit", S000, "Admission and exact claim",
+         "once the admission commits (and a HELD one is released) the submit publishes its hop "
+         "before it returns, a replay too for a delivery it finds PENDING; only a failed "
+         "publish or acknowledgement leaves the hop to the delivery relay",
+         ("admission_publishes",), ("basic",), (_b("submit_leaves_publish_to_relay", "basic", 1),)),
+    Rule("admission.retention_failure_is_true", S000, "Admission and exact claim",
+         "a caller is told its retention failed only when the held generation was settled "
+         "FAILED (by its own failure or another owner's) or its release was struck by a "
+         "fault; a generation its hook released goes on and is never reported failed",
+         ("retention_failure_settled",), ("basic",),
+         (_b("retention_refused_after_release", "basic", 1),)),
+    Rule("admission.invalid_intent", S000, "Admission and exact claim",
+         "an Intent failing validation (even one built without pydantic's checks) is refused as "
+         "InvalidIntent naming the failing field, and nothing is written",
+         ("invalid_intent_refused",), ("basic",), (_b("invalid_intent_unreported", "basic", 1),)),
+    Rule("admission.single_flight_bounded", S000, "Admission and exact claim",
+         "the one-process single flight per idempotency key and per session (and the per-Run "
+         "evidence repair) holds one lock per key only while someone holds or waits on it",
+         ("admission_locks_released",), ("basic",), (_b("admission_locks_kept", "basic", 1),)),
     Rule("outbox.published_has_job", S000, "Admission and exact claim",
          "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
          ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 8),)),

@@ -16,7 +16,9 @@ from runtime.errors import (
     HeldWithoutOwner,
     IdempotencyConflict,
     LedgerUnavailable,
+    RetentionFailed,
     RuntimeEngineError,
+    SessionBusy,
 )
 from runtime.models import Intent, Run
 from sim.delivery_checks import content_digest
@@ -43,7 +45,8 @@ class Client:
     """Keyed submissions by the Run they admitted: what a replay sends again (sim.pause)."""
     retention_fails: float = 0.1
 
-    def _hook(self, healed: bool) -> RetentionHook:
+    def _hook(self, healed: bool, done: list[UUID]) -> RetentionHook:
+        """The call's retention hook; it appends the Run to `done` once it completed."""
         rng = self.rng
         delay = round(rng.uniform(0.0, 2.0), 3)
         fail = not healed and rng.random() < self.retention_fails
@@ -53,17 +56,22 @@ class Client:
             if fail:
                 raise RuntimeError("caller could not retain its admission context")
             self.world.trace.emit("client", "retain.done", run=str(run.id))
+            done.append(run.id)
 
         return retain
 
     async def submit(self, sub: Submit) -> str:
         """One attempt; returns the outcome name and records it in the trace."""
-        retain = self._hook(self.world.injector.healed) if sub.held else None
+        retained: list[UUID] = []
+        retain = self._hook(self.world.injector.healed, retained) if sub.held else None
         intent = sub.intent
         run_id = None
+        checks = self.world.checker.admission_checks
+        since = len(self.world.trace.lines)
         try:
             result = await self._request(sub, lambda boot: boot.engine.submit(intent, retain))
             outcome, run_id = "admitted", str(result.run.id)
+            checks.submit_returned(result, since)
             if intent.idempotency_key is not None:
                 self.admitted.setdefault(result.run.id, sub)
         except (Unavailable, LedgerUnavailable) as exc:
@@ -74,11 +82,18 @@ class Client:
             outcome = type(exc).__name__
             if isinstance(exc, IdempotencyConflict | HeldWithoutOwner):
                 run_id = str(exc.run_id)  # the admission it was refused against
+            if isinstance(exc, IdempotencyConflict):
+                checks.conflict_names_key(exc, intent)
+            if isinstance(exc, SessionBusy):
+                checks.session_busy(exc, intent)
+            if isinstance(exc, RetentionFailed):
+                checks.retention_failed(retained, since)
         self.world.trace.emit(
             "client", "submit.result", key=intent.idempotency_key, outcome=outcome,
             run_id=run_id, fingerprint=intent.fingerprint(), held=sub.held,
             content=content_digest(intent),
         )
+        await checks.probe_invalid(intent)
         return outcome
 
     async def _request(self, sub: Submit, fn: Callable[[Boot], Awaitable[T]]) -> T:

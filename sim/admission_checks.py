@@ -1,0 +1,211 @@
+"""Invariants of the admission edge (runtime.engine, runtime.sessions), read at the client.
+
+Seed 000_81a5c720b14d934a.txt, "Admission and exact claim", as the simulated
+client sees it across the process boundary:
+
+- `admission_publishes`: a submit that hands back a QUEUED Run whose delivery
+  is still PENDING, with no broker job for its hop key, has skipped the
+  publish it owes; only a fault during the call (a failed publish, a lost
+  acknowledgement, a crash) excuses that, and then the delivery relay
+  publishes it later. A submit never hands back a HELD delivery: its hook
+  ran, so the generation was released or failed.
+- `invalid_intent_refused`: an Intent that fails validation is refused as
+  InvalidIntent naming the failing field, and nothing is written. The client
+  probes the live boot's engine after each of its submissions with one
+  malformed copy of what it sent (built with `model_copy`, which skips
+  pydantic validation, as a careless surface would). The refusal happens
+  before submit's first await, so a probe changes no trace.
+- `admission_locks_released`: once the world is quiescent no live boot holds
+  or keeps a per-key admission lock (idempotency key, Bridge session) or a
+  per-Run evidence-repair lock: each is dropped when nobody holds or waits
+  on it, so a long-lived Vessel's lock tables do not grow with every key.
+- `held_names_owner` (after every committed write): a HELD delivery names the
+  caller whose hook must release it; an open delivery past HELD names none.
+- `session_busy_is_true`: SessionBusy goes only to an Intent with a session,
+  naming a Run of that session (a sessionless Intent is never fenced).
+- `retention_failure_settled`: a call whose own retention hook completed is
+  told RetentionFailed only if its held generation is FAILED (another owner
+  failed it first) or a fault struck its release; never while the admission
+  it released goes on to run.
+
+Nothing here draws a random number or awaits a clock, so watching changes no
+trace of an unbroken runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import anyio
+
+from runtime.engine import Submission
+from runtime.errors import IdempotencyConflict, InvalidIntent, SessionBusy
+from runtime.events import repair
+from runtime.models import DeliveryState, Intent, RunDelivery, RunStatus
+from runtime.sessions import KeyedLocks
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
+    from sim.world import Boot
+
+INVARIANTS = (
+    ("admission_publishes", "a submit (or replay) that returns a QUEUED Run with a PENDING "
+     "delivery has published that hop to the broker before returning, unless a fault struck "
+     "the call", "seed 000 'Admission and exact claim' (publish after commit)"),
+    ("invalid_intent_refused", "an Intent failing validation (blank pattern or key, priority "
+     "outside 0-100) is refused as InvalidIntent naming that field, before anything is "
+     "written", "seed 000 'Admission and exact claim'; runtime/engine.py validated_intent"),
+    ("held_names_owner", "a HELD delivery names its retention owner (the admitting caller's "
+     "sigil); a PENDING, PUBLISHED or CLAIMED one names none", "seed 000 'Admission and exact "
+     "claim' (HELD while a caller-retention hook must still run)"),
+    ("session_busy_is_true", "SessionBusy is answered only to an Intent that names a Bridge "
+     "session, and names a Run of that very session", "seed 000 'Admission and exact claim' "
+     "(one nonterminal Run per Bridge session)"),
+    ("retention_failure_settled", "a submit whose retention hook completed answers "
+     "RetentionFailed only when its held generation is FAILED (another owner failed it) or a "
+     "fault struck the release: never for an admission that was released and goes on",
+     "seed 000 'Admission and exact claim' (HELD until the caller-retention hook ran)"),
+    ("admission_locks_released", "after heal no live boot holds or keeps a per-key admission "
+     "or evidence-repair lock: a key's lock is dropped once nobody holds or waits on it",
+     "runtime/sessions.py KeyedLocks; seed 000 'Admission and exact claim'"),
+)
+
+MALFORMED: tuple[tuple[str, Any], ...] = (
+    ("pattern", ""),
+    ("priority", 101),
+    ("idempotency_key", "  "),
+    ("priority", -1),
+)
+"""The malformed copies the probe cycles through: (field, invalid value)."""
+
+
+def _faulted(lines: list[str]) -> bool:
+    return any('"fault.fired"' in line or '"boot.crash"' in line for line in lines)
+
+
+class AdmissionChecks:
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+        self.probes = 0
+
+    # -- after every committed write ------------------------------------------------
+
+    def held_names_owner(self, d: RunDelivery) -> None:
+        """held_names_owner: HELD exactly names the caller who must release it."""
+        open_states = (DeliveryState.PENDING, DeliveryState.PUBLISHED, DeliveryState.CLAIMED)
+        run = self.checker.world.ledger.run_table.get(d.run_id)
+        if d.state is DeliveryState.HELD and run is not None \
+                and d.held_by != run.intent.sigil:
+            self.checker.fail("held_names_owner", f"delivery {d.key} is HELD by "
+                              f"{d.held_by!r}, not its caller {run.intent.sigil!r}", key=d.key)
+        if d.state in open_states and d.held_by is not None:
+            self.checker.fail("held_names_owner", f"delivery {d.key} is {d.state.value} yet "
+                              f"names a retention owner {d.held_by!r}", key=d.key)
+
+    # -- at the client --------------------------------------------------------------
+
+    def submit_returned(self, submission: Submission, since: int) -> None:
+        """admission_publishes, as a submit returns; `since` is the trace length at its start."""
+        self.checker._guarded(lambda: self._publishes(submission, since))
+
+    def _publishes(self, submission: Submission, since: int) -> None:
+        world = self.checker.world
+        d = submission.delivery
+        if d.state is DeliveryState.HELD:
+            self.checker.fail("admission_publishes", f"submit returned Run {d.run_id} with its "
+                              f"delivery {d.seq} still HELD: neither released nor failed",
+                              key=d.key)
+        if d.state is not DeliveryState.PENDING:
+            return
+        run = world.ledger.run_table.get(d.run_id)
+        row = world.ledger.delivery_table.get((d.run_id, d.seq))
+        if run is None or run.status is not RunStatus.QUEUED or run.seq != d.seq:
+            return  # cancelled or moved on meanwhile: the acknowledgement lost honestly
+        if row is None or row.state is not DeliveryState.PENDING or d.key in world.broker.jobs:
+            return
+        if _faulted(world.trace.lines[since:]):
+            return  # a fault struck this very call: the relay publishes it
+        self.checker.fail("admission_publishes", f"submit returned Run {run.id} QUEUED with "
+                          f"delivery {d.seq} {d.state.value} and no job {d.key}, no fault "
+                          "during the call", key=d.key)
+
+    def conflict_names_key(self, exc: IdempotencyConflict, intent: Intent) -> None:
+        """idempotent_admission: a conflict names the very key the caller reused."""
+        if exc.key != intent.idempotency_key:
+            self.checker.report("idempotent_admission", f"a conflict on key "
+                                f"{intent.idempotency_key!r} named key {exc.key!r}")
+
+    def session_busy(self, exc: SessionBusy, intent: Intent) -> None:
+        """session_busy_is_true: SessionBusy names the caller's session and a Run in it."""
+        other = self.checker.world.ledger.run_table.get(exc.run_id)
+        if intent.session is None or exc.session != intent.session or other is None \
+                or other.session != intent.session:
+            self.checker.report("session_busy_is_true", f"an Intent of session "
+                                f"{intent.session!r} was refused SessionBusy({exc.session!r}) "
+                                f"naming Run {exc.run_id} of session "
+                                f"{other.session if other else None!r}")
+
+    def retention_failed(self, retained: list[UUID], since: int) -> None:
+        """retention_failure_settled: the call's own hook completed (for the Runs in
+        `retained`) and yet it answered RetentionFailed."""
+        self.checker._guarded(lambda: self._retention_settled(retained, since))
+
+    def _retention_settled(self, retained: list[UUID], since: int) -> None:
+        world = self.checker.world
+        for run_id in retained:
+            run = world.ledger.run_table.get(run_id)
+            d = world.ledger.delivery_table.get((run_id, run.seq)) if run is not None else None
+            if d is None or d.state is DeliveryState.FAILED:
+                continue  # another owner failed the generation first: the answer is true
+            if _faulted(world.trace.lines[since:]):
+                return  # a failed release: settled FAILED or resolved by the relay
+            self.checker.fail("retention_failure_settled", f"RetentionFailed answered after "
+                              f"the hook of Run {run_id} completed, with its delivery {d.seq} "
+                              f"{d.state.value} and no fault during the call", key=d.key)
+
+    async def probe_invalid(self, intent: Intent) -> None:
+        """invalid_intent_refused: one malformed copy of `intent` sent to the live engine."""
+        boot = self.checker.world.live_boot
+        if boot is None or not boot.ready or self.checker.violations:
+            return
+        field, value = MALFORMED[self.probes % len(MALFORMED)]
+        self.probes += 1
+        bad = intent.model_copy(update={field: value})
+        ledger = self.checker.world.ledger
+        before = len(ledger.run_table), len(ledger.delivery_table)
+        outcome: str
+        try:
+            await boot.engine.submit(bad)
+            outcome = "admitted"
+        except InvalidIntent as exc:
+            outcome = "refused" if exc.field == field else f"InvalidIntent({exc.field!r})"
+        except Exception as exc:  # the probe reports any other answer as the violation
+            outcome = type(exc).__name__
+        after = len(ledger.run_table), len(ledger.delivery_table)
+        if outcome != "refused" or after != before:
+            self.checker.report("invalid_intent_refused", f"an Intent with {field}={value!r} "
+                                f"was answered {outcome}, writing {after[0] - before[0]} Runs")
+
+    # -- once the world is quiescent ----------------------------------------------------
+
+    def final(self) -> None:
+        now = anyio.current_time()
+        for boot in self.checker.world.alive_boots():
+            if boot.frozen_until > now:
+                continue  # a stalled zombie may be inside an admission still
+            self._released(boot)
+
+    def _released(self, boot: Boot) -> None:
+        coordinator = boot.engine.coordinator
+        tables: dict[str, KeyedLocks] = {"idempotency key": coordinator.keys,
+                                         "session": coordinator.sessions}
+        for what, locks in tables.items():
+            kept = sorted(locks._locks)
+            if kept:
+                self.checker.fail("admission_locks_released", f"{boot.id} keeps {len(kept)} "
+                                  f"{what} admission locks after heal: {kept[:3]}")
+        mine = sorted(k for k in repair._REPAIRS._locks if k.startswith(f"{boot.id}:"))
+        if mine:
+            self.checker.fail("admission_locks_released", f"{boot.id} keeps {len(mine)} "
+                              f"evidence-repair locks after heal: {mine[:3]}")
