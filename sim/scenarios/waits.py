@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import anyio
 
@@ -197,13 +198,19 @@ async def _child_canceller(world: World, operator: Operator, until: float) -> No
         targets = [r.id for r in runs if r.status in CHILD_WAITS]
         if not targets:
             continue
-        run_id = rng.choice(targets)
-        for _ in range(3):
-            await operator.cancel(run_id)
-            run = world.ledger.run_table.get(run_id)
-            if run is None or run.status is not RunStatus.CANCELLING:
-                break
-            await anyio.sleep(5.0)
+        await cancel_until_settled(world, operator, rng.choice(targets), tries=3)
+
+
+async def cancel_until_settled(world: World, operator: Operator, run_id: UUID,
+                               tries: int) -> None:
+    """Cancel `run_id` up to `tries` times, 5 virtual seconds apart, while each
+    answer leaves it CANCELLING (containment not yet proven)."""
+    for _ in range(tries):
+        await operator.cancel(run_id)
+        run = world.ledger.run_table.get(run_id)
+        if run is None or run.status is not RunStatus.CANCELLING:
+            return
+        await anyio.sleep(5.0)
 
 
 CANCEL_CHILDREN = register(Scenario("cancel_children", _describe("cancel_children"),
@@ -246,13 +253,8 @@ async def _skewed_sweeper(world: World, operator: Operator, until: float) -> Non
         for key in swept:
             if rng.random() >= SWEPT_CANCEL_SHARE:
                 continue
-            run_id = world.broker.jobs[key].info.run_id
-            for _ in range(5):
-                await operator.cancel(run_id)
-                run = world.ledger.run_table.get(run_id)
-                if run is None or run.status is not RunStatus.CANCELLING:
-                    break
-                await anyio.sleep(5.0)
+            await cancel_until_settled(world, operator, world.broker.jobs[key].info.run_id,
+                                       tries=5)
 
 
 SKEWED_SWEEP = register(
