@@ -45,6 +45,8 @@ from sim.retry_checks import INVARIANTS as RETRY_INVARIANTS
 from sim.retry_checks import RetryChecks
 from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
 from sim.startup_checks import StartupChecks
+from sim.stasis_checks import INVARIANTS as STASIS_INVARIANTS
+from sim.stasis_checks import StasisChecks
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
@@ -252,7 +254,7 @@ INVARIANTS.update(
     for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
-                               *ADMISSION_INVARIANTS)
+                               *ADMISSION_INVARIANTS, *STASIS_INVARIANTS)
 )
 
 
@@ -303,6 +305,7 @@ class Checker:
         self.hop_checks = HopChecks(self)
         self.boot_checks = BootChecks(self)
         self.admission_checks = AdmissionChecks(self)
+        self.stasis_checks = StasisChecks(self)
         self.app_invariants: dict[str, Invariant] = {}
         """Invariants of an application under test (harness.api), besides INVARIANTS."""
         self.app_checks: list[Callable[[bool], None]] = []
@@ -423,8 +426,10 @@ class Checker:
             self._check_failure_cause(run)
         if run.status is RunStatus.FAILED and prev.status is not RunStatus.FAILED:
             self.outcome_checks.run_failed(prev, run)
+            self.stasis_checks.run_failed(run)
         if run.status is RunStatus.DONE and prev.status is not RunStatus.DONE:
             self.outcome_checks.run_done(run)
+            self.stasis_checks.run_done(run)
         if run.status is RunStatus.QUEUED and prev.status is not RunStatus.QUEUED and \
                 prev.status not in OWNER_WAITS:
             self.fail("no_replay_after_death", f"Run {run.id} went {prev.status.value} -> QUEUED",
@@ -872,6 +877,7 @@ class Checker:
             self._check_admissions()
             self._check_subscribers()
             self.admission_checks.final()
+            self.stasis_checks.final()
             if check_liveness:
                 self._check_liveness()
                 self._check_evidence()

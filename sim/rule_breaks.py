@@ -38,7 +38,9 @@ from runtime.events.channel import Subscription
 from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.model import Event
 from runtime.events.writer import StepWriter
-from runtime.graph.budget import HardwareResumeBudget
+from runtime.graph.budget import HardwareBudgetExhausted, HardwareResumeBudget
+from runtime.graph.snapshots import NodeSnapshot
+from runtime.graph.transitions import NeedHardware
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import EventKind, LeasedJob, Usage
 from runtime.keys import hop_key
@@ -60,6 +62,9 @@ from runtime.seams import Deps, JobStatus
 from runtime.service import rules as service_rules
 from runtime.service.models import ServiceJobAttempt
 from runtime.sessions import KeyedLocks
+from runtime.stasis import consent as consent_module
+from runtime.stasis import waits as waits_module
+from runtime.stasis.waits import ResumeRefused, Waits
 from sim.break_table import BreakTable
 
 # -- seed 000 "Admission and exact claim" ------------------------------------------------
@@ -471,6 +476,39 @@ def _prepare_ignores_payload(
     return RULE_BREAKS.unbroken(_prepare_ignores_payload)(attempt, by_id, by_key)
 
 
+# -- seed 003 "Three boundaries", "Return makes a new claim" (runtime.stasis, issue M9) ---------
+
+
+async def _hardware_best_effort(self: Waits, state: object, t: NeedHardware) -> object:
+    """A hardware wait that, once the resume budget is spent, settles the Run DONE with
+    what it has used so far instead of failing it."""
+    budget = getattr(state, "hardware_resume_budget", None)
+    if isinstance(budget, HardwareResumeBudget):
+        try:
+            budget.charge(t.capability)
+        except HardwareBudgetExhausted:
+            return Settlement(status=RunStatus.DONE,
+                              result={"used": list(getattr(state, "used", [])),
+                                      "calls": budget.total})
+    return await RULE_BREAKS.unbroken(_hardware_best_effort)(self, state, t)
+
+
+async def _refuse_unsuccessful_job(self: Waits, snap: NodeSnapshot) -> object:
+    """A resume that takes only a SUCCEEDED agent job as its owner: a job that failed
+    or was lost is refused, so the Pattern never sees (and reports) how it ended."""
+    if snap.agent_job_id is not None:
+        job = await self.ctx.deps.ledger.get_agent_job(snap.agent_job_id)
+        if job is not None and job.status is not AgentJobStatus.SUCCEEDED:
+            raise ResumeRefused(f"agent job {snap.agent_job_id} did not succeed")
+    return await RULE_BREAKS.unbroken(_refuse_unsuccessful_job)(self, snap)
+
+
+async def _verdict_left_to_relay(engine: RunEngine, run: Run) -> RunDelivery | None:
+    """A verdict that is recorded but re-admits nothing: the Run waits for the relay's
+    next pass (the relay and startup re-fire through their own reference)."""
+    return None
+
+
 RULE_BREAKS = BreakTable({
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
@@ -509,6 +547,10 @@ RULE_BREAKS = BreakTable({
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
+    "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),
+    "hardware_best_effort": (Waits, "hardware", _hardware_best_effort),
+    "resume_refuses_failed_job": (Waits, "context_for", _refuse_unsuccessful_job),
+    "verdict_left_to_relay": (consent_module, "refire_consent", _verdict_left_to_relay),
 }, companions={
     "no_session_fence": [(MemoryLedger, "_session_busy", _session_never_busy)],
     "evidence_repaired_twice": [(MemoryLedger, "evidence_debts", _every_terminal_run)],

@@ -188,6 +188,27 @@ RULES: tuple[Rule, ...] = (
          "attempt; the generic status writer cannot resume it",
          ("resume_reads_decided_owner",), ("service_wait",),
          (_b("service_resumed_unfinished", "service_wait", 1),)),
+    Rule("consent.chain_bounded", S003, "Return makes a new claim",
+         "approval rounds chain up to three, then settle DONE with the chain-limit bottleneck; "
+         "several approvals in one round create no consent and settle DONE with an honest "
+         "bottleneck; the verdicts a gate reports are its consents' durable decisions",
+         ("gate_outcome",), ("consent",), (_b("chain_limit_four_rounds", "consent", 1),)),
+    Rule("hardware.budget_outcome", S003, "Three boundaries",
+         "a hardware request past the budget fails before another convergence call, naming "
+         "the spent counters; a Run whose needs fit it ends DONE with every need used once, "
+         "its state re-read from the checkpoint",
+         ("hardware_outcome",), ("hardware",), (_b("hardware_best_effort", "hardware", 1),)),
+    Rule("waits.resume_reads_owner", S003, "Return makes a new claim",
+         "a resumed hop is handed its own terminal owner whatever its end (a failed or lost "
+         "agent job included) and the Run ends with that owner's result or its honest "
+         "failure; the resume never refuses the owner the CAS admitted it on",
+         ("wait_result_is_owner",), ("delegate", "service_wait"),
+         (_b("resume_refuses_failed_job", "delegate", 1),)),
+    Rule("consent.verdict_readmits", S000, "Events, settlement, and waits",
+         "a verdict records its decision principal (only the consent's owner may decide) and "
+         "re-admits the parked Run through the owner CAS before it answers; a duplicate "
+         "verdict is inert",
+         ("verdict_honoured",), ("consent",), (_b("verdict_left_to_relay", "consent", 1),)),
     Rule("waits.fresh_sequence", S003, "Return makes a new claim",
          "a return allocates a fresh sequence (seq + 1) with a PENDING delivery in the same "
          "commit; the parked generation stays closed",

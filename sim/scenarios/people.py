@@ -61,6 +61,10 @@ class Approver:
     async def _decide(self, cid: UUID, approve: bool, wrong_principal: bool) -> None:
         consent = self.world.ledger.consent_table[cid]
         principal = "mallory" if wrong_principal else consent.owner
+        run = self.world.ledger.run_table.get(consent.run_id)
+        parked = run is not None and run.status is RunStatus.AWAITING_CONSENT \
+            and run.consent_id == cid
+        since = len(self.world.trace.lines)
         try:
             await self.world.request(lambda boot: decide(boot.engine, cid, approve, principal))
             outcome = "decided"
@@ -68,6 +72,8 @@ class Approver:
             outcome = type(exc).__name__
         except RuntimeEngineError as exc:
             outcome = type(exc).__name__
+        self.world.checker.stasis_checks.verdict_answered(consent, parked, approve, principal,
+                                                         outcome, since)
         self.world.trace.emit("approver", "verdict", consent=str(cid), approve=approve,
                               principal=principal, outcome=outcome)
 

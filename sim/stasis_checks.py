@@ -1,0 +1,277 @@
+"""Invariants of the waits (runtime.stasis), read from the outcome a Run ends with.
+
+Seed 003_9b07f1601fdd86c6.txt ("Three boundaries", "Return makes a new claim")
+and seed 000_81a5c720b14d934a.txt ("Events, settlement, and waits"). Mutation
+testing of `runtime/stasis` (issue M9) showed that a wait could end every Run
+wrongly and still pass: a consent gate that settles every Run as a "several
+approvals" bottleneck without asking anyone, a resume that refuses every
+decided owner (the Runs fail, and a failure is a legal terminal state), a
+verdict path that no longer re-admits its Run (the relay does, later). A
+terminal Run's result is written by the Pattern from what its wait handed
+it, so it says whether the wait was honest:
+
+- `gate_outcome`: a `consent_gate` Run ends DONE as its content and its
+  consents say: a round asking several approvals is a bottleneck with no
+  consent asked; otherwise one consent per round, at most 3 rounds (then the
+  chain-limit bottleneck), and its verdicts are its consents' decided
+  statuses, in order.
+- `hardware_outcome`: a `hardware` Run is DONE with every need used, one
+  convergence charge each, only when its needs fit the resume budget (8 calls,
+  3 in a row for one capability); it fails "budget exhausted" exactly at the
+  first need that overruns it, naming the counters; never "stasis lost",
+  "invalid checkpoint", or for want of an orchestrator the world has.
+- `wait_result_is_owner`: a `delegate` or `service_call` Run ends DONE with
+  its own owner's successful result, or FAILED naming its own owner's
+  unsuccessful end; no Run fails because its resume was refused (the owner
+  CAS admitted it on that very decided or terminal owner).
+- `verdict_honoured`: a consent is decided only by its owner; another
+  principal's verdict is refused; the owner's verdict is recorded as given
+  (or refused only when the consent is cancelled or decided otherwise), and a
+  verdict that answers "decided" for a parked Run has re-admitted it unless a
+  fault struck during the call.
+
+The checker's copies of the limits are its own (`MAX_CONSENT_ROUNDS`, the
+budget), so a mutant of the runtime's constants cannot move the oracle.
+Nothing here draws a random number, awaits or emits: traces are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from runtime.models import AgentJobStatus, Consent, ConsentStatus, Run, RunStatus
+from runtime.service.models import ServiceState
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
+
+INVARIANTS = (
+    ("gate_outcome", "a consent_gate Run is DONE as its content and consents say: several "
+     "approvals in a round end as that bottleneck with no consent asked; otherwise one "
+     "consent per round up to 3 (then the chain-limit bottleneck), and the verdicts are the "
+     "consents' decided statuses in order", "seed 003 'Return makes a new claim' (rounds "
+     "chain, bounded to three; several approvals settle DONE with an honest bottleneck; the "
+     "resumed hop reads the durable verdict)"),
+    ("hardware_outcome", "a hardware Run is DONE with every need used once only when its needs "
+     "fit the resume budget (8 calls, 3 in a row); it fails 'budget exhausted' exactly at the "
+     "first need that overruns it, and never as stasis lost, an invalid checkpoint or for "
+     "want of an orchestrator", "seed 003 'Three boundaries'; seed 000 'Events, settlement, "
+     "and waits' (the state is re-read from the checkpoint)"),
+    ("wait_result_is_owner", "a delegate or service_call Run ends DONE with its own owner's "
+     "successful result, or FAILED naming its own owner's unsuccessful end; a resumed hop is "
+     "never refused its owner (the owner CAS admitted it on that decided or terminal owner)",
+     "seed 003 'Return makes a new claim'; seed 000 'Delegated AgentJob labor', 'Service job "
+     "attempts'"),
+    ("verdict_honoured", "a consent is decided only by its owner, as the owner decided; another "
+     "principal's verdict is refused; the owner's verdict on a parked Run re-admits it before "
+     "the call answers, unless a fault struck during the call", "seed 000 'Events, settlement, "
+     "and waits' (a verdict carries its decision principal; the owner CAS re-admits)"),
+)
+
+MAX_CONSENT_ROUNDS = 3
+"""The checker's copy of the approval chain limit (runtime.stasis.waits)."""
+MAX_TOTAL, MAX_CONSECUTIVE = 8, 3
+"""The checker's copy of the hardware resume budget (runtime.graph.budget)."""
+
+SEVERAL_APPROVALS = "bottleneck: several approvals requested in one round; none was asked"
+CHAIN_LIMIT = f"bottleneck: approval chain limit of {MAX_CONSENT_ROUNDS} rounds reached"
+
+IMPOSSIBLE_HARDWARE_ERRORS = ("stasis lost", "invalid checkpoint",
+                              "this state cannot request hardware",
+                              "no orchestrator is configured")
+"""Failures of a live hardware wait no simulated world produces: its checkpoint was
+saved by the hop itself and every boot has an orchestrator."""
+
+
+def budget_overrun(needs: list[str]) -> str | None:
+    """The failure the resume budget gives `needs`, or None when they fit."""
+    total = consecutive = 0
+    last: str | None = None
+    for capability in needs:
+        run = consecutive + 1 if capability == last else 1
+        if total + 1 > MAX_TOTAL or run > MAX_CONSECUTIVE:
+            return (f"hardware budget exhausted for {capability!r}: {total}/{MAX_TOTAL} calls, "
+                    f"{consecutive}/{MAX_CONSECUTIVE} in a row")
+        total, consecutive, last = total + 1, run, capability
+    return None
+
+
+def _faulted(lines: list[str]) -> bool:
+    return any('"fault.fired"' in line or '"boot.crash"' in line for line in lines)
+
+
+class StasisChecks:
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+
+    def _consents_of(self, run: Run) -> list[Consent]:
+        table = self.checker.world.ledger.consent_table
+        return sorted((c for c in table.values() if c.run_id == run.id),
+                      key=lambda c: (c.seq, c.created_at, c.id))
+
+    # -- as a Run ends ----------------------------------------------------------------
+
+    def run_done(self, run: Run) -> None:
+        if run.pattern == "consent_gate":
+            self._gate_done(run)
+        elif run.pattern == "hardware":
+            self._hardware_done(run)
+        elif run.pattern == "delegate":
+            self._delegate_done(run)
+        elif run.pattern == "service_call":
+            self._service_done(run)
+
+    def run_failed(self, run: Run) -> None:
+        error = run.error or ""
+        if error.startswith("ResumeRefused"):
+            self.checker.fail("wait_result_is_owner", f"Run {run.id} failed as its resume was "
+                              f"refused: {error[:160]}", run=str(run.id))
+        if run.pattern == "hardware":
+            self._hardware_failed(run, error)
+        elif run.pattern == "delegate" and error.startswith("RuntimeError: delegated job "):
+            self._delegate_failed(run, error)
+        elif run.pattern == "service_call" and error.startswith("RuntimeError: service attempt "):
+            self._service_failed(run, error)
+
+    def _gate_done(self, run: Run) -> None:
+        content = run.intent.content
+        rounds, approvals = content.get("rounds", 1), content.get("approvals", 1)
+        consents = self._consents_of(run)
+        statuses = [c.status.value for c in consents]
+        if approvals != 1:
+            expected: dict[str, Any] = {"bottleneck": SEVERAL_APPROVALS}
+            asked = 0
+        elif rounds > MAX_CONSENT_ROUNDS:
+            expected, asked = {"bottleneck": CHAIN_LIMIT}, MAX_CONSENT_ROUNDS
+        else:
+            expected, asked = {"verdicts": statuses}, rounds
+        undecided = [c.id for c in consents if not c.status.decided]
+        if run.result != expected or len(consents) != asked or undecided:
+            self.checker.fail("gate_outcome", f"consent_gate Run {run.id} ({content}) is DONE "
+                              f"with {run.result} after consents {statuses}; expected "
+                              f"{expected} after {asked} decided consents", run=str(run.id))
+
+    def _hardware_done(self, run: Run) -> None:
+        needs = list(run.intent.content.get("needs", ["gpu"]))
+        overrun = budget_overrun(needs)
+        expected = {"used": needs, "calls": len(needs)}
+        if overrun is not None or run.result != expected:
+            self.checker.fail("hardware_outcome", f"hardware Run {run.id} (needs {needs}) is "
+                              f"DONE with {run.result}; expected "
+                              f"{overrun or expected}", run=str(run.id))
+
+    def _hardware_failed(self, run: Run, error: str) -> None:
+        needs = list(run.intent.content.get("needs", ["gpu"]))
+        if error.startswith(IMPOSSIBLE_HARDWARE_ERRORS):
+            self.checker.fail("hardware_outcome", f"hardware Run {run.id} failed as "
+                              f"{error[:160]!r}", run=str(run.id))
+        if error.startswith("hardware budget exhausted"):
+            overrun = budget_overrun(needs)
+            if error != overrun:
+                self.checker.fail("hardware_outcome", f"hardware Run {run.id} (needs {needs}) "
+                                  f"failed as {error!r}; the budget gives {overrun!r}",
+                                  run=str(run.id))
+
+    def _delegate_done(self, run: Run) -> None:
+        result = run.result or {}
+        job = self._agent_job(result.get("job"))
+        if job is None or job.run_id != run.id or job.status is not AgentJobStatus.SUCCEEDED \
+                or result.get("answer") != job.result:
+            self.checker.fail("wait_result_is_owner", f"delegate Run {run.id} is DONE with "
+                              f"{result} but its job is "
+                              f"{None if job is None else (job.run_id, job.status.value)}",
+                              run=str(run.id))
+
+    def _delegate_failed(self, run: Run, error: str) -> None:
+        words = error.split()  # "RuntimeError: delegated job <id> ended <STATUS>"
+        job = self._agent_job(words[3] if len(words) > 5 else None)
+        ended = words[5] if len(words) > 5 else None
+        if job is None or job.run_id != run.id or job.status.value != ended \
+                or (job.status is AgentJobStatus.SUCCEEDED and job.result is not None):
+            self.checker.fail("wait_result_is_owner", f"delegate Run {run.id} failed as "
+                              f"{error[:120]!r} but that job is "
+                              f"{None if job is None else (job.run_id, job.status.value)}",
+                              run=str(run.id))
+
+    def _service_done(self, run: Run) -> None:
+        result = run.result or {}
+        attempt = self._attempt(result.get("attempt"))
+        if attempt is None or attempt.owner.run_id != run.id \
+                or attempt.state is not ServiceState.SUCCEEDED \
+                or result.get("answer") != attempt.result:
+            self.checker.fail("wait_result_is_owner", f"service_call Run {run.id} is DONE with "
+                              f"{result} but its attempt is "
+                              f"{None if attempt is None else attempt.state.value}",
+                              run=str(run.id))
+
+    def _service_failed(self, run: Run, error: str) -> None:
+        words = error.split()  # "RuntimeError: service attempt <id> ended <STATE>"
+        attempt = self._attempt(words[3] if len(words) > 5 else None)
+        ended = words[5] if len(words) > 5 else None
+        if attempt is None or attempt.owner.run_id != run.id \
+                or attempt.state.value != ended or attempt.state is ServiceState.SUCCEEDED:
+            self.checker.fail("wait_result_is_owner", f"service_call Run {run.id} failed as "
+                              f"{error[:120]!r} but that attempt is "
+                              f"{None if attempt is None else attempt.state.value}",
+                              run=str(run.id))
+
+    def _agent_job(self, raw: object) -> Any:
+        try:
+            return self.checker.world.ledger.agent_job_table.get(UUID(str(raw)))
+        except ValueError:
+            return None
+
+    def _attempt(self, raw: object) -> Any:
+        try:
+            return self.checker.world.services.attempt_table.get(UUID(str(raw)))
+        except ValueError:
+            return None
+
+    # -- at the approver ----------------------------------------------------------------
+
+    def verdict_answered(self, before: Consent, parked: bool, approve: bool, principal: str,
+                         outcome: str, since: int) -> None:
+        """verdict_honoured, as a verdict returns; `before` is the consent as the approver
+        read it, `parked` whether its Run waited on it then, `since` the trace length at
+        the call's start."""
+        self.checker._guarded(
+            lambda: self._verdict(before, parked, approve, principal, outcome, since))
+
+    def _verdict(self, before: Consent, parked: bool, approve: bool, principal: str,
+                 outcome: str, since: int) -> None:
+        world = self.checker.world
+        now = world.ledger.consent_table.get(before.id)
+        wanted = ConsentStatus.APPROVED if approve else ConsentStatus.DENIED
+        if principal != before.owner:
+            if outcome == "decided":
+                self.checker.fail("verdict_honoured", f"consent {before.id} of {before.owner!r} "
+                                  f"accepted a verdict of {principal!r}", consent=str(before.id))
+            return
+        if outcome == "decided":
+            if now is None or now.status is not wanted or now.decided_by != principal:
+                self.checker.fail("verdict_honoured", f"the owner's verdict {wanted.value} on "
+                                  f"consent {before.id} answered decided but the consent is "
+                                  f"{None if now is None else now.status.value}",
+                                  consent=str(before.id))
+            run = world.ledger.run_table.get(before.run_id)
+            if parked and run is not None and run.status is RunStatus.AWAITING_CONSENT \
+                    and run.consent_id == before.id and not _faulted(world.trace.lines[since:]):
+                self.checker.fail("verdict_honoured", f"the owner's verdict on consent "
+                                  f"{before.id} answered decided while Run {run.id} still "
+                                  "waits on it, no fault during the call", run=str(run.id))
+        elif outcome in ("ConsentRefused", "NotFound") and (
+                outcome == "NotFound" or now is None
+                or (now.status is not ConsentStatus.CANCELLED and now.status is wanted)):
+            self.checker.fail("verdict_honoured", f"the owner's verdict {wanted.value} on "
+                              f"consent {before.id} was refused as {outcome} while the "
+                              f"consent is {None if now is None else now.status.value}",
+                              consent=str(before.id))
+
+    def final(self) -> None:
+        for consent in sorted(self.checker.world.ledger.consent_table.values(),
+                              key=lambda c: (c.created_at, c.id)):
+            if consent.status.decided and consent.decided_by != consent.owner:
+                self.checker.fail("verdict_honoured", f"consent {consent.id} of "
+                                  f"{consent.owner!r} was decided by {consent.decided_by!r}",
+                                  consent=str(consent.id))
