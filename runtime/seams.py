@@ -196,7 +196,8 @@ class Ledger(Protocol):
         (run.done, run.failed, run.cancelled) at most, whoever writes it: when one
         is already written, a terminal append writes nothing and returns that one
         (several boots may fail the same orphan; issue 15, M11). The check and
-        the write are one transaction, atomic across processes."""
+        the write are one transaction, atomic across processes. A Step names an
+        admitted Run: LookupError, and nothing written, when no such Run exists."""
         ...
 
     async def append_steps(
@@ -205,7 +206,8 @@ class Ledger(Protocol):
         """Append `items` (kind, data) in order as consecutive Steps, all or none,
         in one transaction: the Step writer's group commit. No items, no write.
         A terminal item the Run may no longer take (one is written, or the group
-        has an earlier one) is dropped; the Steps returned are those written."""
+        has an earlier one) is dropped; the Steps returned are those written.
+        LookupError, and nothing written, when no such Run exists."""
         ...
 
     async def steps(self, run_id: UUID) -> list[Step]: ...

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from runtime.models import DeliveryState, Intent, ResumeMode, Run, RunDelivery, RunStatus
+
+if TYPE_CHECKING:
+    from runtime.seams import Ledger
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -77,3 +81,13 @@ def make_delivery(
         created_at=run.created_at,
         updated_at=run.created_at,
     )
+
+
+async def runs_for_steps(ledger: Ledger, *ns: int) -> list[UUID]:
+    """Admit Runs uid(n) for each n (QUEUED, PENDING delivery): Steps name an
+    admitted Run, so a test that only writes Steps admits their Runs first."""
+    ids = [uid(n) for n in ns]
+    for run_id in ids:
+        run = make_run(run_id)
+        await ledger.admit_run(run, make_delivery(run))
+    return ids

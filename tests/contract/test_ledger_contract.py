@@ -23,7 +23,7 @@ from runtime.models import (
     Settlement,
 )
 from runtime.seams import Ledger
-from tests.contract.ledger_records import at, make_delivery, make_run, uid
+from tests.contract.ledger_records import at, make_delivery, make_run, runs_for_steps, uid
 
 pytestmark = pytest.mark.anyio
 
@@ -473,7 +473,7 @@ async def test_page_runs_orders_by_updated_at_then_id_after_the_cursor(ledger: L
 
 
 async def test_steps_are_indexed_per_run_in_append_order(ledger: Ledger) -> None:
-    a, b = uid(1), uid(2)
+    a, b = await runs_for_steps(ledger, 1, 2)
     s0 = await ledger.append_step(a, 0, "node.start", {"node": "first"}, at(1))
     await ledger.append_step(b, 0, "node.start", {}, at(2))
     s1 = await ledger.append_step(a, 1, "node.end", {"ok": True, "n": [1, 2]}, at(3))
@@ -488,7 +488,24 @@ async def test_steps_are_indexed_per_run_in_append_order(ledger: Ledger) -> None
     assert [s.index for s in await ledger.steps(b)] == [0]
 
 
+async def test_a_step_for_a_run_never_admitted_is_refused(ledger: Ledger) -> None:
+    """A Step names an admitted Run: both forms of append refuse an unknown Run
+    with LookupError and write nothing, so a Run admitted later under that id
+    starts with an empty log (and, on PostgreSQL, no terminal-Step flag out of
+    step with it: the ledger differential found the two adapters disagreeing on
+    the evidence debt of such a Run)."""
+    with pytest.raises(LookupError):
+        await ledger.append_step(uid(7), 0, "run.done", {}, at(1))
+    with pytest.raises(LookupError):
+        await ledger.append_steps(uid(7), 0, [("node.completed", {}), ("run.done", {})], at(2))
+    assert await ledger.steps(uid(7)) == []
+    (run_id,) = await runs_for_steps(ledger, 7)
+    assert await ledger.steps(run_id) == []
+    assert [r.id for r in await ledger.evidence_debts(None, 10)] == []
+
+
 async def test_concurrent_step_appends_get_distinct_indexes(ledger: Ledger) -> None:
+    await runs_for_steps(ledger, 1)
     async with anyio.create_task_group() as tg:
         for i in range(10):
             tg.start_soon(ledger.append_step, uid(1), 0, f"k{i}", {"i": i}, at(i))
@@ -501,7 +518,7 @@ async def test_append_steps_writes_a_group_in_order_after_the_run_s_steps(
     ledger: Ledger,
 ) -> None:
     """The Step writer's group commit (seed 000 "Events, settlement, and waits")."""
-    a = uid(1)
+    (a,) = await runs_for_steps(ledger, 1)
     first = await ledger.append_step(a, 0, "run.claimed", {"seq": 0}, at(1))
     group = await ledger.append_steps(
         a, 0, [("node.started", {"node": "n"}), ("node.completed", {"n": [1, 2]})], at(2)
@@ -522,6 +539,7 @@ async def test_concurrent_groups_and_appends_get_distinct_consecutive_indexes(
     async def group(i: int) -> None:
         await ledger.append_steps(uid(1), 0, [(f"g{i}", {"i": i}), (f"g{i}", {"i": i})], at(i))
 
+    await runs_for_steps(ledger, 1)
     async with anyio.create_task_group() as tg:
         for i in range(6):
             tg.start_soon(group, i)

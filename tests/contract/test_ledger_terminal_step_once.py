@@ -23,7 +23,7 @@ from runtime.events.model import TERMINAL_KINDS
 from runtime.models import RunStatus, Settlement, Step
 from runtime.seams import Ledger
 from tests.contract.ledger_impls import postgres_ledger
-from tests.contract.ledger_records import at, uid
+from tests.contract.ledger_records import at, runs_for_steps, uid
 from tests.contract.test_ledger_waits_contract import running
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +34,7 @@ def terminal(steps: list[Step]) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def test_a_second_terminal_step_is_refused_and_the_first_returned(ledger: Ledger) -> None:
-    a = uid(1)
+    a, b = await runs_for_steps(ledger, 1, 2)
     await ledger.append_step(a, 0, "run.claimed", {}, at(1))
     first = await ledger.append_step(a, 0, "run.failed", {"error": "lost"}, at(2))
     again = await ledger.append_step(a, 0, "run.failed", {"error": "lost", "repaired": True},
@@ -47,13 +47,13 @@ async def test_a_second_terminal_step_is_refused_and_the_first_returned(ledger: 
     assert later == first
     steps = await ledger.steps(a)
     assert [s.kind for s in steps] == ["run.claimed", "run.failed"]
-    assert await ledger.append_step(uid(2), 0, "run.cancelled", {}, at(6))  # another Run
+    assert await ledger.append_step(b, 0, "run.cancelled", {}, at(6))  # another Run
 
 
 async def test_a_group_drops_the_terminal_items_the_run_may_no_longer_take(
     ledger: Ledger,
 ) -> None:
-    a, b = uid(1), uid(2)
+    a, b = await runs_for_steps(ledger, 1, 2)
     written = await ledger.append_steps(
         a, 0, [("node.completed", {"n": 1}), ("run.done", {}), ("run.failed", {})], at(1))
     assert [(s.index, s.kind) for s in written] == [(0, "node.completed"), (1, "run.done")]
@@ -102,6 +102,7 @@ def _writers(ledger: Ledger, n: int, base: int) -> list[Callable[[], Any]]:
 async def test_concurrent_terminal_writers_leave_exactly_one_terminal_step(
     ledger: Ledger,
 ) -> None:
+    await runs_for_steps(ledger, 1)
     await _race(_writers(ledger, 1, 0))
     steps = await ledger.steps(uid(1))
     assert len(terminal(steps)) == 1
@@ -119,6 +120,7 @@ async def test_two_vessels_racing_on_one_database_write_one_terminal_step(
         pytest.skip("psycopg's AsyncConnection does not run under trio")
     async with postgres_ledger(pg_fresh_dsn, max_size=4) as one, \
             postgres_ledger(pg_fresh_dsn, max_size=4) as two:
+        await runs_for_steps(one, *range(1, 6))
         for n in range(1, 6):
             await _race([*_writers(one, n, 0), *_writers(two, n, 100)])
         for n in range(1, 6):

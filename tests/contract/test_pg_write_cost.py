@@ -55,6 +55,8 @@ async def test_deleting_the_checkpoint_a_run_never_had_locks_nothing(
 async def test_a_group_of_steps_is_one_transaction(pg: tuple[PostgresLedger, str]) -> None:
     ledger, dsn = pg
     items = [(f"k{i}", {"i": i}) for i in range(5)]
+    run = make_run(uid(1))
+    await ledger.admit_run(run, make_delivery(run))
     await ledger.append_steps(uid(1), 0, items, at(1))
     await ledger.append_step(uid(1), 0, "single", {}, at(2))
     xmins = await column(dsn, "SELECT xmin FROM run_step WHERE run_id = %s ORDER BY idx", uid(1))

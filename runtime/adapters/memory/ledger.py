@@ -317,7 +317,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         (a second terminal one, or a late Step of a hop fenced out meanwhile) is
         refused, nothing is written, and the terminal Step is returned instead."""
         await enter()
-        log = self.step_log.setdefault(run_id, [])
+        log = self._step_log_of(run_id)
         if (written := self._terminal_step(log)) is not None \
                 and (kind in TERMINAL_KINDS or self.closes_at_terminal):
             return written
@@ -334,7 +334,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         await enter()
         if not items:
             return []
-        log = self.step_log.setdefault(run_id, [])
+        log = self._step_log_of(run_id)
         steps: list[Step] = []
         for kind, data in items:
             if (kind in TERMINAL_KINDS or self.closes_at_terminal) \
@@ -345,6 +345,14 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             log.append(step)
             steps.append(step)
         return steps
+
+    def _step_log_of(self, run_id: UUID) -> list[Step]:
+        """The Run's Step log; LookupError when no such Run was admitted (a Step
+        names an admitted Run, as in the PostgreSQL adapter). No await: it is
+        part of the caller's transaction."""
+        if run_id not in self.run_table:
+            raise LookupError(f"no Run {run_id}: a Step names an admitted Run")
+        return self.step_log.setdefault(run_id, [])
 
     closes_at_terminal: ClassVar[bool] = True
     """A terminal Step closes the Run's log to every later Step (zombie hops: issue 18)."""

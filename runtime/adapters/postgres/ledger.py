@@ -325,7 +325,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
     ) -> Step:
         async with self._transaction() as cur:
-            await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+            await _lock_steps_of(cur, run_id)
             terminal = kind in TERMINAL_KINDS
             if terminal and (written := await _terminal_step(cur, run_id)) is not None:
                 return written  # a second terminal Step is refused: the first stands
@@ -379,7 +379,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
         if not items:
             return []
         async with self._transaction() as cur:
-            await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+            await _lock_steps_of(cur, run_id)
             terminal = any(kind in TERMINAL_KINDS for kind, _ in items)
             if terminal:
                 items = _one_terminal(items, await _terminal_step(cur, run_id) is not None)
@@ -431,6 +431,13 @@ _FAIL_DELIVERY: dict[type, Any] = {
     open_run.AbandonedFence: q.FAIL_ABANDONED_DELIVERY,
 }
 """The delivery's FAILED update for each fence, conditional on what the fence checked."""
+
+
+async def _lock_steps_of(cur: Cursor, run_id: UUID) -> None:
+    """Take the Run's Step lock; LookupError when no such Run was admitted."""
+    await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
+    if await cur.fetchone() is None:
+        raise LookupError(f"no Run {run_id}: a Step names an admitted Run")
 
 
 async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:

@@ -224,9 +224,14 @@ MARK_TERMINAL_STEP = sql.SQL(
 )
 """In append_step's transaction, for a terminal kind: the Run's evidence is paid."""
 
-LOCK_STEPS_OF_RUN = sql.SQL("SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(run_id)s::text))")
+LOCK_STEPS_OF_RUN = sql.SQL(
+    "SELECT pg_advisory_xact_lock(%(ns)s, hashtext(%(run_id)s::text)) "
+    "FROM run WHERE id = %(run_id)s"
+)
 """Serialises every Step write of one Run across connections: index allocation and
-the one-terminal-Step check below both read under it."""
+the one-terminal-Step check below both read under it. No row when the Run does not
+exist: a Step names an admitted Run, and the existence check shares the lock's round
+trip (migration 0003 predates this rule and has no foreign key)."""
 
 TERMINAL_STEP_KINDS = sorted(TERMINAL_KINDS)
 

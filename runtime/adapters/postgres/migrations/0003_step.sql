@@ -1,6 +1,8 @@
 -- Step rows: a Run's lifecycle events in writer order. Step evidence is
--- best effort and written by an asynchronous tee, so a row does not require
--- its Run to exist (the memory ledger accepts the same).
+-- best effort and written by an asynchronous tee. There is no foreign key:
+-- the ledger refuses a Step for a Run that does not exist in the statement
+-- that takes the Run's Step lock (queries.LOCK_STEPS_OF_RUN), at no extra
+-- cost per row (comment only: the table is unchanged).
 
 CREATE TABLE run_step (
     run_id     uuid        NOT NULL,
