@@ -15,7 +15,12 @@
   sometimes sees a QUEUED Run's job active without a start time or its
   delivery row out of step with it. Startup must degrade (the strict profile
   refuses, a later boot recovers) instead of fencing a job it cannot place or
-  passing the row as clean.
+  passing the row as clean;
+- `crowded`: more Runs than one recovery page holds wait in one status at once:
+  a burst of consent Runs parks while the approver is away, then a burst of
+  echo Runs waits QUEUED behind a closed pre-claim gate while relay passes go
+  by, and the Vessel restarts (gracefully or by a crash) with them all still
+  waiting, so startup reconciliation and the relays page past the first page.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ from uuid import uuid5
 
 import anyio
 
-from runtime.models import CheckpointRecord
+from runtime.models import CheckpointRecord, Intent
+from runtime.mutation import DrainTimeout, pause_queues
+from runtime.recovery.pages import PAGE_SIZE
 from runtime.seams import JobInfo
 from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
+from sim.scenarios.client import Client, Submit
 from sim.scenarios.people import Approver, Operator
 from sim.scenarios.waits import content, heal
 from sim.scenarios.workload import submit_stream
@@ -127,6 +135,65 @@ def _die_holding_jobs(world: World, deaths: int) -> None:
     broker.dequeue = dequeue_then_die  # type: ignore[method-assign]
 
 
+CROWD = (PAGE_SIZE + 3, PAGE_SIZE + 15)
+"""Runs per burst: more than one page of recovery, whatever a few refused admissions cost."""
+
+
+async def _crowded(world: World) -> None:
+    rng = world.streams.workload
+    approver = Approver(world)
+    world.actors["approver"] = approver
+    client = Client(world, world.streams.actors)
+    world.actors["client"] = client
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(Operator(world, share=0.1).run, anyio.current_time() + 120.0)
+        await _burst(world, client, "consent_gate", rng.randint(*CROWD), "c")
+        await anyio.sleep(round(rng.uniform(8.0, 20.0), 3))  # relay passes page the parked
+        for attempt in range(2):  # a crash that takes the paused boot spoils the crowd
+            if await _crowd_queued(world, client, f"q{attempt}-"):
+                break
+        await anyio.sleep(round(rng.uniform(30.0, 60.0), 3))  # relays page the parked still
+        tg.start_soon(approver.run)
+        await anyio.sleep(60.0)
+        await client.settle_debts()
+        tg.cancel_scope.cancel()
+
+
+async def _crowd_queued(world: World, client: Client, tag: str) -> bool:
+    """A burst of echo Runs behind the live boot's closed pre-claim gate, then that
+    boot restarted while they all wait QUEUED; False when the boot died meanwhile."""
+    rng = world.streams.workload
+    boot = await world.wait_live()
+    try:
+        async with pause_queues(boot.worker, drain_timeout_s=10.0):
+            await _burst(world, client, "echo", rng.randint(*CROWD), tag)
+            await anyio.sleep(round(rng.uniform(25.0, 40.0), 3))  # relay passes page them
+            if boot is not world.live_boot:
+                return False
+            world.trace.emit("operator", "restart", boot=boot.number)
+            if rng.random() < 0.5:
+                boot.stop()
+            else:
+                boot.crash("operator kill while crowded")
+    except DrainTimeout:
+        world.trace.emit("operator", "pause.drain_timeout", boot=boot.number)
+    return True
+
+
+async def _burst(world: World, client: Client, pattern: str, count: int, tag: str) -> None:
+    """`count` keyed Runs of `pattern` a few milliseconds apart; a lost outcome is owed."""
+    rng = world.streams.workload
+    for i in range(count):
+        await anyio.sleep(round(rng.uniform(0.005, 0.05), 3))
+        await world.wait_live()
+        intent = Intent(pattern=pattern, prompt=f"crowd-{tag}{i}", source="sim",
+                        sigil=rng.choice(("alice", "bob")), scopes=("runs:write",),
+                        content={"rounds": 1, "approvals": 1} if pattern == "consent_gate"
+                        else {"n": i},
+                        idempotency_key=f"crowd-{tag}{i}")
+        await client.submit(Submit(intent))
+
+
 def _misdirect_checkpoints(world: World) -> None:
     """A faulty storage layer: some checkpoint writes land with another Run's id
     inside their first pending snapshot (the owner binding columns untouched)."""
@@ -161,6 +228,7 @@ RESTART_STORM = register(
 DEGRADED_STARTUP = register(
     Scenario("degraded_startup", _describe("degraded_startup"), _degraded, heal, _doubtful)
 )
+CROWDED = register(Scenario("crowded", _describe("crowded"), _crowded, heal))
 MISFILED_STASIS = register(
     Scenario("misfiled_stasis", _describe("misfiled_stasis"), _misfiled, heal, _crashy)
 )

@@ -39,3 +39,16 @@ def test_a_crashed_boot_stays_down_for_its_restart_delay() -> None:
     gaps = [starts[boot + 1] - at for boot, at in crashes.items() if boot + 1 in starts]
     assert len(gaps) >= 3, crashes
     assert all(0.5 <= round(gap, 6) <= 4.0 for gap in gaps), gaps
+
+
+def test_crowded_pages_past_one_page_and_replays_identically() -> None:
+    """`crowded` holds more QUEUED Runs than one recovery page at a restart, so the
+    next startup's report names more than PAGE_SIZE deliveries; and it is as
+    deterministic as the rest (same seed, same trace)."""
+    from runtime.recovery.pages import PAGE_SIZE
+
+    first, again = run_simulation(1, "crowded", "swarm"), run_simulation(1, "crowded", "swarm")
+    assert first.ok and first.trace_hash == again.trace_hash
+    done = [json.loads(line)["data"] for line in first.trace_lines
+            if '"event":"startup.done"' in line]
+    assert max(sum(d["deliveries"].values()) for d in done) > PAGE_SIZE
