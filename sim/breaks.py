@@ -51,10 +51,12 @@ from runtime.models import (
     Step,
 )
 from runtime.publish_fence import LateJob
-from runtime.recovery import debts, deliveries, orphans
+from runtime.recovery import debts, deliveries, orphans, reconcile
 from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
+from runtime.recovery.pages import PAGE_SIZE
 from runtime.recovery.relay import Relays
+from runtime.recovery.scheduler import PageReader, PageScheduler, Visit
 from runtime.seams import Deps, JobInfo, JobStatus, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
@@ -468,6 +470,31 @@ async def _serve_on_the_registration(self: Lifespan, lease: BootLeaseKeeper) -> 
 
 
 
+def _queued_as_pre_boot(self: DeliveryRecovery, status: JobStatus,
+                        started_at: float | None) -> bool:
+    """Delivery recovery that fences every live job it finds, queued ones included, as
+    if each were a pre-boot generation: a Run waiting its turn is aborted and rotated."""
+    return status in (JobStatus.NEW, JobStatus.DEFERRED, JobStatus.QUEUED) \
+        or BREAKS.unbroken(_queued_as_pre_boot)(self, status, started_at)
+
+
+async def _first_page_only(
+    ledger: Ledger, statuses: Sequence[RunStatus], page_size: int = PAGE_SIZE
+) -> AsyncIterator[Run]:
+    """Startup reconciliation that reads one page of each status and stops: every Run
+    past the first page waits for the relay."""
+    for run in await ledger.page_runs(statuses, None, page_size):
+        yield run
+
+
+async def _forward_never_moves(self: PageScheduler, read: PageReader, visit: Visit) -> int:
+    """A relay page scheduler whose forward cursor never leaves the first page: a Run
+    past it is never visited by any relay pass."""
+    seen = await BREAKS.unbroken(_forward_never_moves)(self, read, visit)
+    self.forward = None
+    return seen
+
+
 BREAKS = BreakTable({
     "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
     "no_containment": (Canceller, "contain", _no_containment),
@@ -520,6 +547,10 @@ BREAKS = BreakTable({
     # The ledger's Step log as 847ff19 left it: only a second terminal Step is refused,
     # so a zombie hop's late Steps land after its Run's terminal one.
     "steps_after_terminal_written": (MemoryLedger, "closes_at_terminal", False),
+    # Recovery's paging past one page (issue M9; sim.page_checks, scenario crowded).
+    "reconcile_first_page_only": (reconcile, "all_runs", _first_page_only),
+    "queued_job_fenced": (DeliveryRecovery, "_pre_boot_active", _queued_as_pre_boot),
+    "relay_first_page_only": (PageScheduler, "step", _forward_never_moves),
 })
 BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -41,6 +41,8 @@ from sim.outcome_checks import (
     OutcomeChecks,
     WindowChecks,
 )
+from sim.page_checks import INVARIANTS as PAGE_INVARIANTS
+from sim.page_checks import PageChecks
 from sim.retry_checks import INVARIANTS as RETRY_INVARIANTS
 from sim.retry_checks import RetryChecks
 from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
@@ -254,7 +256,7 @@ INVARIANTS.update(
     for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
-                               *ADMISSION_INVARIANTS, *STASIS_INVARIANTS)
+                               *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS)
 )
 
 
@@ -300,6 +302,7 @@ class Checker:
         self.outcome_checks = OutcomeChecks(self)
         self.window_checks = WindowChecks(self)
         self.startup_checks = StartupChecks(self)
+        self.page_checks = PageChecks(self)
         self.retry_checks = RetryChecks(self)
         self.mutation_checks = MutationChecks(self)
         self.hop_checks = HopChecks(self)
@@ -803,9 +806,20 @@ class Checker:
         """Boot `boot`'s broker sweep has just ended hop job `key` as aborted."""
         self._guarded(lambda: self.startup_checks.on_swept(boot, key))
 
-    def on_startup_done(self, boot: int, degraded: bool) -> None:
-        """Boot `boot` reconciled and serves; `degraded` is what its report said."""
+    def on_reconcile_started(self, boot: int) -> None:
+        """Boot `boot`'s reconciliation begins (past its reconcile.started point)."""
+        self.page_checks.on_reconcile_started(boot)
+
+    def on_startup_done(self, boot: int, degraded: bool,
+                        visited: Collection[UUID] = ()) -> None:
+        """Boot `boot` reconciled and serves; `degraded` is what its report said,
+        `visited` the Runs its report names (CANCELLING, orphans, deliveries)."""
         self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))
+        self._guarded(lambda: self.page_checks.on_startup_done(boot, visited))
+
+    def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run]) -> None:
+        """Boot `boot`'s ledger seam returns a page of Runs (`Ledger.page_runs`)."""
+        self._guarded(lambda: self.page_checks.on_page(boot, statuses, page))
 
     def on_claim(self, boot_id: str, delivery: RunDelivery | None) -> None:
         """As a claim commits (before the claimant hears of it)."""

@@ -316,6 +316,21 @@ RULES: tuple[Rule, ...] = (
          "heartbeat sweep; a live peer boot's dequeued job is never aborted (issue 15, M11)",
          ("redelivered_promptly", "fenced_before_rotation"), ("degraded_startup",),
          (_b("redelivery_waits_for_sweep", "degraded_startup", 1),)),
+    Rule("startup.queued_job_retained", S000, "Cancellation, mutation, and recovery",
+         "startup and the delivery relay retain a QUEUED Run's hop job that is still queued at "
+         "the broker; only a pre-boot active job is fenced",
+         ("queued_job_retained",), ("crowded", "basic"),
+         (_b("queued_job_fenced", "crowded", 1),)),
+    Rule("startup.reconciles_every_page", S000, "Cancellation, mutation, and recovery",
+         "startup reconciliation recovers every CANCELLING, orphaned and QUEUED Run, however "
+         "many: it pages past the first page",
+         ("startup_visits_every_run",), ("crowded",),
+         (_b("reconcile_first_page_only", "crowded", 1),)),
+    Rule("relays.page_every_run", S000, "Cancellation, mutation, and recovery",
+         "each relay pass reads one revisit page and one forward page, and the forward cursor "
+         "goes round every page, so no Run drops out of repair however many wait",
+         ("relay_pages_every_run",), ("crowded",),
+         (_b("relay_first_page_only", "crowded", 1),)),
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",

@@ -14,6 +14,10 @@ the proxies report each one here as it is injected. Two rules follow:
   that is still QUEUED at that sequence (the job still active, the row still
   truly PENDING or PUBLISHED) reports itself degraded; the strict profile
   then refuses to serve instead of reporting ready;
+- `queued_job_retained`: a hop job still waiting at the broker (never dequeued)
+  is never aborted or retired while its Run waits QUEUED at that sequence:
+  startup and the relay retain it (only a cancellation, which moves the Run
+  off QUEUED first, aborts a queued job);
 - `redelivered_promptly` (issue 15, M11): a hop job that a boot dequeued
   and died holding, its Run never claimed, is retired and re-delivered by a
   later boot; the broker's heartbeat sweep ending it under a boot that has
@@ -37,6 +41,9 @@ from runtime.seams import JobStatus
 if TYPE_CHECKING:
     from sim.checker import Checker
 
+WAITING = (JobStatus.NEW, JobStatus.DEFERRED, JobStatus.QUEUED)
+"""Broker statuses of a job no worker has taken yet."""
+
 PROMPT_S = 30.0
 """Serving time within which a boot must have re-delivered a stranded job: its
 startup and several relay passes (every 5 s), far below the 120 s heartbeat."""
@@ -51,6 +58,10 @@ INVARIANTS = (
      "strict profile refuses) while that Run still waits QUEUED at that sequence",
      "seed 000 'Cancellation, mutation, and recovery' (missing or mismatched delivery truth "
      "makes the pass degraded; PostgreSQL startup aborts when degraded)"),
+    ("queued_job_retained", "a hop job still queued at the broker (never dequeued) is never "
+     "aborted or retired while its Run waits QUEUED at that sequence: recovery retains it",
+     "seed 000 'Cancellation, mutation, and recovery' (startup recovers every QUEUED Run's "
+     "exact delivery: a queued job is retained)"),
     ("redelivered_promptly", "a hop job a dead boot dequeued and never claimed is re-delivered "
      "by a later boot's startup or relay: the broker's heartbeat sweep never has to end it "
      f"while its Run waits QUEUED and a boot has served for {PROMPT_S:g} s",
@@ -76,7 +87,13 @@ class StartupChecks:
         self.drifted.setdefault(boot, set()).add(key)
 
     def on_abort(self, boot: int, key: str) -> None:
-        """live_hop_not_fenced, as boot `boot` sends an abort for `key`."""
+        """live_hop_not_fenced and queued_job_retained, as boot `boot` sends an abort
+        (or a retire) for `key`."""
+        job = self.checker.world.broker.jobs.get(key)
+        if job is not None and job.info.status in WAITING and self._queued_at(key):
+            self.checker.fail("queued_job_retained", f"boot {boot} aborted hop job {key}, "
+                              f"still {job.info.status.value} at the broker, its Run "
+                              "waiting QUEUED at that sequence", boot=boot, key=key)
         if key in self.unrecorded.get(boot, ()) and self._job_doubt_stands(key):
             self.checker.fail("live_hop_not_fenced", f"boot {boot} aborted hop job {key} "
                               "whose start time it never saw, its Run still QUEUED",

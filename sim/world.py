@@ -221,7 +221,9 @@ class Boot(Incarnation):
             deliveries={k: len(v) for k, v in sorted(report.deliveries.items())},
             refired=len(report.refired), repaired=len(report.repaired),
         )
-        self.world.checker.on_startup_done(self.number, report.degraded)
+        visited = {run_id for group in (report.cancelling, report.orphans, report.deliveries)
+                   for ids in group.values() for run_id in ids}
+        self.world.checker.on_startup_done(self.number, report.degraded, visited)
         self.ready = True
         if not self.frozen:
             self.world.live_boot = self

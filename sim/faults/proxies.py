@@ -331,6 +331,8 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             self._notify_moved(_run_of(args))
         if name == "get_delivery":
             result = self.drift(result)
+        if name == "page_runs":
+            self.world.checker.on_page(self.boot.number, args[0], result)
         changed = result is not None and result is not False
         if write and name != "append_step":
             self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args), changed=changed)
@@ -572,6 +574,8 @@ class SimFaultPoints(_Guarded):
         if pf is not None:
             await self._held(pf, name, run_id)
             self.boot.check_alive()
+        if name == RECONCILE_STARTED:
+            self.world.checker.on_reconcile_started(self.boot.number)
         if name == CLAIM_COMMITTED:
             operator = self.world.actors.get("operator")
             if operator is not None and hasattr(operator, "after_claim"):
