@@ -32,11 +32,12 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
         return "no-channel"
     after = {"late": 1, "future": channel.cursor + 1000}.get(kind, 0)
     pause = 0.2 if kind == "slow" else 0.0
+    emit, run = boot.world.trace.emit, str(run_id)  # once, not for each of hundreds of events
     try:
         async with channel.subscribe(after_cursor=after) as sub:
             async for event in sub:
-                boot.world.trace.emit("subscriber", "sub.event", sub=name, run=str(run_id),
-                                      cursor=event.cursor, kind=event.kind)
+                emit("subscriber", "sub.event", sub=name, run=run, cursor=event.cursor,
+                     kind=event.kind)
                 if pause:
                     await anyio.sleep(pause)
     except EventError as exc:
