@@ -49,9 +49,11 @@ from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
 from sim.startup_checks import StartupChecks
 from sim.stasis_checks import INVARIANTS as STASIS_INVARIANTS
 from sim.stasis_checks import StasisChecks
+from sim.work_checks import INVARIANTS as JOB_INVARIANTS
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
+    from runtime.jobs.models import LeasedJob
     from sim.leased import CallKey, ModelCall
     from sim.world import Boot, World
 
@@ -256,7 +258,8 @@ INVARIANTS.update(
     for name, rule, source in (*OUTCOME_INVARIANTS, CRASH_WINDOW_INVARIANT,
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
-                               *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS)
+                               *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
+                               *JOB_INVARIANTS)
 )
 
 
@@ -772,6 +775,10 @@ class Checker:
 
     def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
         self._guarded(lambda: self.job_checks.on_model_call(key, record, worker))
+
+    def on_job_decision(self, name: str, args: tuple[Any, ...], found: LeasedJob | None,
+                        result: Any, error: BaseException | None) -> None:
+        self._guarded(lambda: self.job_checks.on_decision(name, args, found, result, error))
 
     def on_provider_transmission(self, key: str, digest: str) -> None:
         self._guarded(lambda: self.service_checks.on_provider_transmission(key, digest))

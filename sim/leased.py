@@ -27,6 +27,7 @@ from uuid import UUID
 import anyio
 
 from runtime import faults
+from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.adapters.reference_model import ReferenceModelClient
 from runtime.errors import LedgerUnavailable, ProcessCrashed
 from runtime.jobs.errors import JobError
@@ -180,8 +181,11 @@ class SimJobStore:
             raise LedgerUnavailable(f"injected ambiguous commit of jobs.{name}: applied, then lost")
         return result
 
-    async def _write(self, name: str, op: Callable[[], Awaitable[Any]], job_id: Any) -> Any:
+    async def _write(self, name: str, op: Callable[[], Awaitable[Any]], job_id: Any,
+                     args: tuple[Any, ...] = ()) -> Any:
         who = self.proc.id if self.proc is not None else None
+        if name in OBSERVED:
+            op = self._observed(name, op, job_id, args)
         try:
             result = await self._tx(name, True, op)
         except JobError as exc:
@@ -198,6 +202,45 @@ class SimJobStore:
         return result
 
 
+    def _observed(self, name: str, op: Callable[[], Awaitable[Any]], job_id: Any,
+                  args: tuple[Any, ...]) -> Callable[[], Awaitable[Any]]:
+        """`op`, with the job as its transaction found it handed to the checker.
+
+        The memory store reads, decides and writes right after its gate hook
+        (`runtime.adapters.memory.gate`), so the job read in the hook is the one
+        the decision saw. Reading adds no checkpoint: traces stay unchanged."""
+        store, checker = self.inner, self.world.checker
+
+        async def observed() -> Any:
+            outer = BEFORE_APPLY.get()
+            seen: list[LeasedJob | None] = []
+
+            def hook() -> None:
+                if outer is not None:
+                    outer()
+                seen.append(store.job_table.get(job_id))
+
+            token = BEFORE_APPLY.set(hook)
+            try:
+                result = await op()
+            except Exception as exc:
+                if seen:
+                    checker.on_job_decision(name, args, seen[0], None, exc)
+                raise
+            finally:
+                BEFORE_APPLY.reset(token)
+            if seen:
+                checker.on_job_decision(name, args, seen[0], result, None)
+            return result
+
+        return observed
+
+
+OBSERVED = ("renew", "reserve_model_call", "stage", "schedule_retry", "fail", "exhaust",
+            "reprocess")
+"""Transactions whose decision the checker re-judges from the job they found."""
+
+
 def _read_method(name: str) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimJobStore, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
@@ -211,7 +254,7 @@ def _write_method(name: str) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimJobStore, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
         job_id = args[0] if args and isinstance(args[0], UUID) else None
-        return await self._write(name, lambda: inner(*args, **kwargs), job_id)
+        return await self._write(name, lambda: inner(*args, **kwargs), job_id, args)
 
     method.__name__ = name
     return method

@@ -10,12 +10,14 @@ campaigns run with `SIM_BREAK`, and the gate's break sweep.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import anyio
@@ -42,7 +44,9 @@ from runtime.graph.budget import HardwareBudgetExhausted, HardwareResumeBudget
 from runtime.graph.snapshots import NodeSnapshot
 from runtime.graph.transitions import NeedHardware
 from runtime.jobs import rules as job_rules
-from runtime.jobs.models import EventKind, LeasedJob, Usage
+from runtime.jobs import worker as jobs_worker
+from runtime.jobs.errors import JobError, LeaseExpired
+from runtime.jobs.models import EventKind, LeasedJob, Refusal, Usage
 from runtime.keys import hop_key
 from runtime.models import (
     AgentJobStatus,
@@ -463,6 +467,52 @@ async def _reserve_in_memory_only(
     return decision.job
 
 
+def _every_refusal_lease_expired(job: LeasedJob, fence: int, owner: str,
+                                 refusal: Refusal) -> JobError:
+    """Every fence refusal reported as a lapsed lease (a stale fence, a closed attempt
+    and another owner included): callers and operators read the wrong reason."""
+    return LeaseExpired(job.id, fence)
+
+
+def _renewal_ignored(job: LeasedJob, fence: int, owner: str, now: datetime,
+                     renew_every_s: float = 20.0) -> job_rules.Decision:
+    """A renewal that checks the lease and then extends nothing."""
+    refusal = job_rules.check_lease(job, fence, owner, now)
+    if refusal is not None:
+        return job_rules.Decision(job=job,
+                                  error=job_rules.refusal_error(job, fence, owner, refusal))
+    return job_rules.unchanged(job)
+
+
+class _UncheckedContext:
+    """The worker's view of its model without a context bound: the pre-call size
+    check never fails, so an oversized payload goes to the model."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.version = model.version
+        self.context_limit = sys.maxsize
+
+    async def extract(self, request: Any) -> Any:
+        return await self.model.extract(request)
+
+
+async def _attempt_without_size_check(self: Any) -> LeasedJob:
+    """An attempt that leaves the context bound to the model (no check before the call)."""
+    self.ctx = dataclasses.replace(self.ctx, model=_UncheckedContext(self.ctx.model))
+    return await RULE_BREAKS.unbroken(_attempt_without_size_check)(self)
+
+
+def _reprocess_keeps_budgets(job: LeasedJob, now: datetime) -> job_rules.Decision:
+    """Reprocessing that forgets to reset the spent attempt and call budgets."""
+    decision = RULE_BREAKS.unbroken(_reprocess_keeps_budgets)(job, now)
+    if decision.error is not None:
+        return decision
+    kept = decision.job.model_copy(update={"attempts_used": job.attempts_used,
+                                           "model_calls_reserved": job.model_calls_reserved})
+    return dataclasses.replace(decision, job=kept)
+
+
 # -- seed 000 "Service job attempts" --------------------------------------------------------
 
 
@@ -544,6 +594,10 @@ RULE_BREAKS = BreakTable({
     "cancel_reopens_terminal": (MemoryLedger, "begin_cancel", _cancel_over_terminal),
     "readmit_same_sequence": (MemoryLedger, "_readmit", _readmit_same_sequence),
     "call_not_reserved": (MemoryJobStore, "reserve_model_call", _reserve_in_memory_only),
+    "refusal_always_lease_expired": (job_rules, "refusal_error", _every_refusal_lease_expired),
+    "renewal_ignored": (job_rules, "decide_renew", _renewal_ignored),
+    "size_check_skipped": (jobs_worker._Attempt, "run", _attempt_without_size_check),
+    "reprocess_keeps_budgets": (job_rules, "decide_reprocess", _reprocess_keeps_budgets),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),

@@ -411,7 +411,8 @@ RULES: tuple[Rule, ...] = (
     Rule("jobs.fence", S004, "Leases and fences",
          "a result stages only under the job's current fence; a late result from an old fence "
          "never overwrites the newer interpretation",
-         ("fence_never_overwritten",), ("leased_jobs",), (_b("stage_fence", "leased_jobs", 1),)),
+         ("fence_never_overwritten", "lease_honoured"), ("leased_jobs",),
+         (_b("stage_fence", "leased_jobs", 1),)),
     Rule("jobs.attempt_budget", S004, "Bounded retries",
          "at most three worker attempts per interpretation, also across crashes",
          ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 5),)),
@@ -423,6 +424,26 @@ RULES: tuple[Rule, ...] = (
          "a zero bill",
          ("usage_never_fabricated",), ("leased_jobs",),
          (_b("usage_zero_when_unknown", "leased_jobs", 1),)),
+    Rule("jobs.lease_refusals", S004, "Leases and fences",
+         "a fenced transaction (renew, reserve, stage, close) is refused exactly when its "
+         "caller lacks the live lease of the current fence, and says truly why (stale fence, "
+         "closed attempt, another owner, lapsed lease)",
+         ("lease_honoured",), ("leased_jobs",),
+         (_b("refusal_always_lease_expired", "leased_jobs", 5),)),
+    Rule("jobs.lease_renewal", S004, "Leases and fences",
+         "a 90 s lease renewed at most every 20 s: a due renewal by the holder extends it by "
+         "a full term, an earlier one changes nothing",
+         ("lease_renewed",), ("leased_jobs",), (_b("renewal_ignored", "leased_jobs", 6),)),
+    Rule("jobs.context_limit", S004, "Bounded retries",
+         "a preserved payload beyond the model's context fails processing without a model "
+         "call and keeps its evidence; one that fits is never failed as too large",
+         ("payload_fits_context", "evidence_kept"), ("leased_jobs",),
+         (_b("size_check_skipped", "leased_jobs", 1),)),
+    Rule("jobs.reprocess", S004, "Shutdown and supervision",
+         "jobs.reprocess of a job whose processing ended starts the next interpretation, "
+         "queued and unleased with fresh budgets; older interpretations stay",
+         ("reprocess_next_interpretation", "fence_never_overwritten"), ("leased_jobs",),
+         (_b("reprocess_keeps_budgets", "leased_jobs", 1),)),
     Rule("hop.outcome", S000, "Admission and exact claim",
          "a hop reports to the broker what it committed (skipped without a claim, settled, "
          "parked or fenced) and never raises out of its handler unless its process died or "

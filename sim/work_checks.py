@@ -12,14 +12,26 @@ raises to stop the check.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from runtime.jobs.errors import (
+    AttemptClosed,
+    CallBudgetExhausted,
+    JobError,
+    LeaseExpired,
+    ModelVersionMismatch,
+    NotLeaseOwner,
+    NotReprocessable,
+    StaleFence,
+)
 from runtime.jobs.models import (
     STAGED_STATES,
     EventKind,
     EvidenceRecord,
     Interpretation,
+    JobState,
     LeasedJob,
 )
 from runtime.service.driver import ProviderStatus
@@ -45,6 +57,36 @@ CONTAINMENT = (
     EvidenceKind.CANCEL_UNACKNOWLEDGED,
 )
 """Evidence that records why an INDETERMINATE attempt is left unresolved."""
+
+# The oracle's own reading of seed 004 (never the runtime's constants, which
+# the mutation tool changes): a lease is renewed at most every 20 s, and only
+# a job whose processing ended (staged, waiting, failed or exhausted) is
+# reprocessed.
+RENEW_EVERY_S = 20.0
+REPROCESSABLE = (JobState.PUBLISHED, JobState.WAITING_ONTOLOGY, JobState.WAITING_IDENTITY,
+                 JobState.WAITING_REVIEW, JobState.FAILED, JobState.EXHAUSTED)
+FENCED = ("renew", "reserve_model_call", "stage", "schedule_retry", "fail", "exhaust")
+TOO_LARGE = "preserved payload exceeds the model context"
+
+INVARIANTS = (
+    ("lease_honoured", "a fenced job transaction (renew, reserve, stage, retry, fail, exhaust) "
+     "is refused exactly when its caller does not hold the live lease of the job's current "
+     "fence, and the refusal it raises is true of the job it found (stale fence, closed "
+     "attempt, another owner, lapsed lease); a holder is refused a call only when the "
+     "job's calls are spent, a staging only for another model version",
+     "seed 004 'Leases and fences' (staging checks the owner, fence, lease and model version)"),
+    ("lease_renewed", "a renewal by the holder 20 s or more after the last extends the lease "
+     "to a full term from now; an earlier one changes nothing",
+     "seed 004 'Leases and fences' (90 s lease, renewed at most every 20 s)"),
+    ("payload_fits_context", "a preserved payload beyond the model's context fails without a "
+     "model call or a staging, keeping its evidence; a payload that fits is never failed as "
+     "too large", "seed 004 'Bounded retries' (a payload can exceed model context and fail "
+     "processing without losing the source)"),
+    ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
+     "processing ended, and starts exactly the next interpretation, queued, unleased, with "
+     "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
+     "interpretation of preserved evidence)"),
+)
 
 
 def _job(job: LeasedJob | None) -> dict[str, Any] | None:
@@ -99,6 +141,7 @@ class JobChecks:
         if job.evidence_id not in store.evidence_table:
             self.fail("evidence_kept", f"job {job.id} has no evidence {job.evidence_id}",
                       job=_job(job))
+        self._check_payload_outcome(prev, job)
         if job.attempts_used > job.max_attempts or job.model_calls_reserved > job.max_model_calls:
             self.fail("job_budgets", f"job {job.id} spent {job.attempts_used} attempts and "
                       f"{job.model_calls_reserved} model calls", job=_job(job))
@@ -142,6 +185,28 @@ class JobChecks:
                       "bundle that is not its latest interpretation", job=_job(job))
         self.interpretations[job.id] = now
 
+    def _oversized(self, job: LeasedJob) -> bool | None:
+        """Whether the job's preserved payload exceeds the model's context (None: no
+        evidence, which evidence_kept judges)."""
+        evidence = self.world.jobs.evidence_table.get(job.evidence_id)
+        if evidence is None:
+            return None
+        return len(evidence.payload) > self.world.model.context_limit
+
+    def _check_payload_outcome(self, prev: LeasedJob | None, job: LeasedJob) -> None:
+        oversized = self._oversized(job)
+        if oversized is None:
+            return
+        if oversized and job.state in STAGED_STATES:
+            self.fail("payload_fits_context", f"job {job.id} staged a payload beyond the "
+                      f"model's context of {self.world.model.context_limit}", job=_job(job))
+        entered = prev is None or prev.state is not job.state or prev.error != job.error
+        if entered and job.state is JobState.FAILED and not oversized \
+                and (job.error or "").startswith(TOO_LARGE):
+            self.fail("payload_fits_context", f"job {job.id} failed as too large, but its "
+                      f"payload fits the model's context of {self.world.model.context_limit}",
+                      job=_job(job), error=job.error)
+
     def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
         job_id, interpretation, call = key
         calls = self.world.model.calls
@@ -149,6 +214,10 @@ class JobChecks:
         if job is None:
             self.fail("job_budgets", f"model call for unknown job {job_id}")
             return
+        if self._oversized(job):
+            self.fail("payload_fits_context", f"job {job_id}: a payload beyond the model's "
+                      f"context of {self.world.model.context_limit} went to the model",
+                      job=_job(job), worker=worker)
         if key in calls:
             self.fail("job_budgets", f"job {job_id} reservation {call} was used for two model "
                       "calls", job=_job(job))
@@ -162,6 +231,94 @@ class JobChecks:
         if not reserved or job.lease_owner != worker or job.interpretation != interpretation:
             self.fail("job_budgets", f"job {job_id} model call {call} went out without a "
                       "reservation under its live lease", job=_job(job), worker=worker)
+
+    # -- each fenced decision, judged from the job its transaction found -------------
+
+    def on_decision(self, name: str, args: tuple[Any, ...], found: LeasedJob | None,
+                    result: Any, error: BaseException | None) -> None:
+        """Re-judge one job transaction (sim.leased.SimJobStore: `found` is the job its
+        decision read, `result` what it answered, `error` what it raised)."""
+        if found is None:
+            return
+        if error is not None and not isinstance(error, JobError):
+            self.fail("lease_honoured", f"jobs.{name} of job {found.id} raised "
+                      f"{type(error).__name__}: {error}", job=_job(found))
+        now: datetime = args[-1]
+        if name == "reprocess":
+            self._judge_reprocess(found, now, result, error)
+            return
+        fence, owner = int(args[1]), str(args[2])
+        live = found.lease_expires_at is not None and now < found.lease_expires_at
+        reasons = {
+            StaleFence: fence != found.fence,
+            AttemptClosed: found.settled_fence == fence,
+            NotLeaseOwner: found.lease_owner != owner,
+            LeaseExpired: not live,
+        }
+        refused = isinstance(error, (StaleFence, AttemptClosed, NotLeaseOwner, LeaseExpired))
+        where = {"job": _job(found), "fence": fence, "owner": owner, "op": name}
+        if refused:
+            if not reasons[type(error)]:
+                self.fail("lease_honoured", f"jobs.{name} of job {found.id} fence {fence} by "
+                          f"{owner} was refused as {type(error).__name__}, which the job it "
+                          "found does not bear out", **where)
+            return
+        if fence != found.fence or (found.settled_fence != fence and (
+                found.lease_owner != owner or not live)):
+            self.fail("lease_honoured", f"jobs.{name} of job {found.id} fence {fence} by "
+                      f"{owner} was accepted without the live lease of the current fence",
+                      **where)
+        if found.settled_fence == fence:
+            # Only a repeat of the very closing (after an ambiguous commit) passes, unchanged.
+            if error is None and (name in ("renew", "reserve_model_call") or result != found):
+                self.fail("lease_honoured", f"jobs.{name} of job {found.id} was accepted on "
+                          f"the closed attempt of fence {fence}", **where)
+            return
+        spent = found.model_calls_reserved >= found.max_model_calls
+        if isinstance(error, CallBudgetExhausted) != (name == "reserve_model_call" and spent):
+            answer = type(error).__name__ if error else "accepted"
+            self.fail("lease_honoured", f"jobs.{name} of job {found.id}: "
+                      f"{found.model_calls_reserved} of {found.max_model_calls} calls "
+                      f"reserved, answered {answer}", **where)
+        if isinstance(error, ModelVersionMismatch) and not (
+                name == "stage" and args[3] != found.model_version):
+            self.fail("lease_honoured", f"jobs.{name} of job {found.id} refused its own model "
+                      "version", **where)
+        if name == "renew" and error is None:
+            self._judge_renewal(found, now, result, where)
+
+    def _judge_renewal(self, found: LeasedJob, now: datetime, result: Any,
+                       where: dict[str, Any]) -> None:
+        renewed = found.lease_renewed_at
+        due = renewed is None or now - renewed >= timedelta(seconds=RENEW_EVERY_S)
+        expires = now + timedelta(seconds=found.lease_s) if due else found.lease_expires_at
+        stamped = now if due else renewed
+        if not isinstance(result, LeasedJob) or (result.lease_expires_at,
+                                                 result.lease_renewed_at) != (expires, stamped):
+            got = result.lease_expires_at if isinstance(result, LeasedJob) else result
+            self.fail("lease_renewed", f"a {'due' if due else 'early'} renewal of job "
+                      f"{found.id} left its lease expiring at {got}, not {expires}", **where)
+
+    def _judge_reprocess(self, found: LeasedJob, now: datetime, result: Any,
+                         error: BaseException | None) -> None:
+        allowed = found.state in REPROCESSABLE
+        if isinstance(error, NotReprocessable):
+            if allowed:
+                self.fail("reprocess_next_interpretation", f"job {found.id} "
+                          f"({found.state.value}) was refused reprocessing", job=_job(found))
+            return
+        if error is not None:
+            return
+        if not allowed:
+            self.fail("reprocess_next_interpretation", f"job {found.id} was reprocessed while "
+                      f"{found.state.value}", job=_job(found))
+        fresh = (found.interpretation + 1, JobState.QUEUED, 0, 0, None, None)
+        got = (result.interpretation, result.state, result.attempts_used,
+               result.model_calls_reserved, result.lease_owner, result.lease_expires_at)
+        if got != fresh:
+            self.fail("reprocess_next_interpretation", f"reprocessing job {found.id} at "
+                      f"interpretation {found.interpretation} left {got}, not {fresh}",
+                      job=_job(result))
 
     # -- once healed ---------------------------------------------------------------
 
