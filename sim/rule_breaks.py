@@ -63,6 +63,8 @@ from runtime.recovery import debts
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobStatus
+from runtime.service import ServiceContext
+from runtime.service import attempts as service_attempts
 from runtime.service import rules as service_rules
 from runtime.service.models import ServiceJobAttempt
 from runtime.sessions import KeyedLocks
@@ -526,6 +528,19 @@ def _prepare_ignores_payload(
     return RULE_BREAKS.unbroken(_prepare_ignores_payload)(attempt, by_id, by_key)
 
 
+def _cancel_intent_dropped(attempt: ServiceJobAttempt, now: datetime) -> ServiceJobAttempt:
+    """A cancel request that is acted on but never persisted: workers cannot re-drive it
+    and a re-submit is not held back by it."""
+    return attempt
+
+
+async def _absent_never_resubmits(ctx: ServiceContext, attempt: ServiceJobAttempt
+                                  ) -> ServiceJobAttempt:
+    """Reconciliation that reads the re-submit policy as off: a proof of no effect parks
+    the attempt INDETERMINATE instead of re-submitting it."""
+    never = dataclasses.replace(ctx, resubmit=False)
+    return await RULE_BREAKS.unbroken(_absent_never_resubmits)(never, attempt)
+
 # -- seed 003 "Three boundaries", "Return makes a new claim" (runtime.stasis, issue M9) ---------
 
 
@@ -589,6 +604,8 @@ RULE_BREAKS = BreakTable({
     "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),
     "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),
     "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),
+    "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
+    "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "retention_after_release": (RunEngine, "_retain_and_release", _release_before_retention),
     "relay_never_republishes": (DeliveryRecovery, "recover", _relay_never_republishes),
     "cancel_reopens_terminal": (MemoryLedger, "begin_cancel", _cancel_over_terminal),

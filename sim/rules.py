@@ -407,6 +407,16 @@ RULES: tuple[Rule, ...] = (
          "a changed payload under a used idempotency key is refused and never reaches the "
          "provider",
          ("service_key_payload",), ("service",), (_b("payload_change_accepted", "service", 1),)),
+    Rule("service.cancel_intent", S000, "Service job attempts",
+         "a cancel records its intent before anything else; the request is never cleared, "
+         "CANCELLED comes only after it, and an unfinished attempt keeps it for re-driving",
+         ("service_cancel_recorded",), ("service",),
+         (_b("cancel_intent_dropped", "service", 1),)),
+    Rule("service.resubmit_on_proof", S000, "Service job attempts",
+         "a missing job re-submits on proof of no effect or same-key replay (unless a cancel "
+         "was requested), and only on proof",
+         ("service_resubmits_on_proof", "service_single_effect"), ("service",),
+         (_b("proof_never_resubmits", "service", 2),)),
     # -- seed 004, leased jobs ---------------------------------------------------------------
     Rule("jobs.fence", S004, "Leases and fences",
          "a result stages only under the job's current fence; a late result from an old fence "

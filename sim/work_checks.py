@@ -82,6 +82,15 @@ INVARIANTS = (
      "model call or a staging, keeping its evidence; a payload that fits is never failed as "
      "too large", "seed 004 'Bounded retries' (a payload can exceed model context and fail "
      "processing without losing the source)"),
+    ("service_cancel_recorded", "a cancel records its intent durably before anything else: "
+     "once requested it is never cleared, an attempt is CANCELLED only after its request, and "
+     "a cancel that returns an unfinished attempt leaves the request for workers to re-drive",
+     "seed 000 'Service job attempts' (cancel records intent, asks the exact owner, keeps "
+     "reconciling)"),
+    ("service_resubmits_on_proof", "proof that the last transmission had no effect (or that "
+     "the driver replays the same key) re-submits, unless a cancel was requested: it never "
+     "parks the attempt INDETERMINATE (every simulated domain policy admits a re-submit)",
+     "seed 000 'Service job attempts' (a missing job re-submits only on proof)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -435,6 +444,17 @@ class ServiceChecks:
             if prev.state.terminal and (prev.state, prev.result) != (a.state, a.result):
                 self.fail("service_no_fabricated_failure", f"terminal attempt {a.id} changed "
                           f"{prev.state.value} -> {a.state.value}", after=_attempt(a))
+        if prev is not None and prev.cancel_requested_at is not None \
+                and a.cancel_requested_at != prev.cancel_requested_at:
+            self.fail("service_cancel_recorded", f"attempt {a.id} lost its cancel request",
+                      before=_attempt(prev), after=_attempt(a))
+        if a.state is ServiceState.INDETERMINATE and a.cancel_requested_at is None \
+                and a.evidence and (prev is None or len(a.evidence) > len(prev.evidence)) \
+                and a.evidence[-1].kind in (EvidenceKind.NO_EFFECT, EvidenceKind.SAME_KEY_REPLAY) \
+                and a.evidence[-1].transmission == a.transmissions:
+            self.fail("service_resubmits_on_proof", f"attempt {a.id} was left INDETERMINATE on "
+                      f"{a.evidence[-1].kind.value} proof for transmission {a.transmissions} "
+                      "with no cancel requested", attempt=_attempt(a))
         proofs = self._proofs(a)
         if a.transmissions > 1 + proofs:
             self.fail("service_single_effect", f"attempt {a.id} transmitted {a.transmissions} "
@@ -460,6 +480,11 @@ class ServiceChecks:
             self.fail("service_no_fabricated_failure", f"attempt {a.id} SUCCEEDED while the "
                       f"provider job is {job.status.value if job else 'absent'}",
                       attempt=_attempt(a))
+        if a.state is ServiceState.CANCELLED and (
+                a.cancel_requested_at is None
+                or EvidenceKind.CANCEL_REQUESTED not in [e.kind for e in a.evidence]):
+            self.fail("service_cancel_recorded", f"attempt {a.id} CANCELLED without a recorded "
+                      "cancel request", attempt=_attempt(a))
         if a.state is ServiceState.CANCELLED:
             live = provider.live_jobs(a.idempotency_key)
             if live:
@@ -481,6 +506,7 @@ class ServiceChecks:
     def final(self, check_liveness: bool) -> None:
         self.after_write()
         self._check_prepares()
+        self._check_cancels()
         if not check_liveness:
             return
         provider = self.world.provider
@@ -496,6 +522,19 @@ class ServiceChecks:
             if job is not None or not recorded:
                 self.fail("service_liveness", f"attempt {a.id} is INDETERMINATE after heal "
                           f"{'with provider job ' + job.job_id if job else 'without evidence'}",
+                          attempt=_attempt(a))
+
+    def _check_cancels(self) -> None:
+        """An operator's cancel that returned an unfinished attempt left its request."""
+        open_states = {st.value for st in ServiceState if not st.terminal}
+        for rec in self.world.trace.records("service.cancel"):
+            data = rec["data"]
+            if rec["event"] != "service.cancel" or data.get("outcome") not in open_states:
+                continue
+            a = self.world.services.attempt_table.get(UUID(str(data["attempt"])))
+            if a is not None and a.cancel_requested_at is None:
+                self.fail("service_cancel_recorded", f"a cancel of attempt {a.id} returned "
+                          f"{data['outcome']} without recording the request",
                           attempt=_attempt(a))
 
     def _prepared_but_never_parked(self, a: ServiceJobAttempt) -> bool:
