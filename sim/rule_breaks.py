@@ -51,6 +51,8 @@ from runtime.keys import hop_key
 from runtime.models import (
     AgentJobStatus,
     Claim,
+    Consent,
+    ConsentStatus,
     DeliveryState,
     Intent,
     ResumeMode,
@@ -568,6 +570,23 @@ async def _refuse_unsuccessful_job(self: Waits, snap: NodeSnapshot) -> object:
     return await RULE_BREAKS.unbroken(_refuse_unsuccessful_job)(self, snap)
 
 
+async def _verdict_last_writer_wins(
+    self: MemoryLedger, consent_id: UUID, approve: bool, principal: str, now: datetime
+) -> Consent | None:
+    """A verdict written as an upsert: a later verdict on a decided consent replaces the
+    first one instead of leaving it standing."""
+    consent = self.consent_table.get(consent_id)
+    if consent is None or not consent.status.decided:
+        return await RULE_BREAKS.unbroken(_verdict_last_writer_wins)(
+            self, consent_id, approve, principal, now)
+    await enter()
+    status = ConsentStatus.APPROVED if approve else ConsentStatus.DENIED
+    decided = consent.model_copy(update={"status": status, "decided_by": principal,
+                                         "decided_at": now})
+    self.consent_table[consent_id] = decided
+    return decided
+
+
 async def _verdict_left_to_relay(engine: RunEngine, run: Run) -> RunDelivery | None:
     """A verdict that is recorded but re-admits nothing: the Run waits for the relay's
     next pass (the relay and startup re-fire through their own reference)."""
@@ -622,6 +641,7 @@ RULE_BREAKS = BreakTable({
     "hardware_best_effort": (Waits, "hardware", _hardware_best_effort),
     "resume_refuses_failed_job": (Waits, "context_for", _refuse_unsuccessful_job),
     "verdict_left_to_relay": (consent_module, "refire_consent", _verdict_left_to_relay),
+    "verdict_last_writer_wins": (MemoryLedger, "decide_consent", _verdict_last_writer_wins),
 }, companions={
     "no_session_fence": [(MemoryLedger, "_session_busy", _session_never_busy)],
     "evidence_repaired_twice": [(MemoryLedger, "evidence_debts", _every_terminal_run)],

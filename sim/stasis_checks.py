@@ -26,7 +26,8 @@ it, so it says whether the wait was honest:
   CAS admitted it on that very decided or terminal owner).
 - `verdict_honoured`: a consent is decided only by its owner; another
   principal's verdict is refused; the owner's verdict is recorded as given
-  (or refused only when the consent is cancelled or decided otherwise), and a
+  (or refused only when the consent is cancelled or decided otherwise: a late
+  contradicting verdict is refused, the first one stands), and a
   verdict that answers "decided" for a parked Run has re-admitted it unless a
   fault struck during the call.
 
@@ -64,8 +65,9 @@ INVARIANTS = (
      "seed 003 'Return makes a new claim'; seed 000 'Delegated AgentJob labor', 'Service job "
      "attempts'"),
     ("verdict_honoured", "a consent is decided only by its owner, as the owner decided; another "
-     "principal's verdict is refused; the owner's verdict on a parked Run re-admits it before "
-     "the call answers, unless a fault struck during the call", "seed 000 'Events, settlement, "
+     "principal's verdict is refused, and so is a late verdict contradicting the first (which "
+     "stands); the owner's verdict on a parked Run re-admits it before the call answers, "
+     "unless a fault struck during the call", "seed 000 'Events, settlement, "
      "and waits' (a verdict carries its decision principal; the owner CAS re-admits)"),
 )
 
@@ -249,6 +251,11 @@ class StasisChecks:
                                   f"accepted a verdict of {principal!r}", consent=str(before.id))
             return
         if outcome == "decided":
+            if before.status.decided and before.status is not wanted:
+                self.checker.fail("verdict_honoured", f"consent {before.id}, decided "
+                                  f"{before.status.value}, accepted the contradicting verdict "
+                                  f"{wanted.value}: the first verdict must stand",
+                                  consent=str(before.id))
             if now is None or now.status is not wanted or now.decided_by != principal:
                 self.checker.fail("verdict_honoured", f"the owner's verdict {wanted.value} on "
                                   f"consent {before.id} answered decided but the consent is "

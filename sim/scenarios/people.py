@@ -21,7 +21,8 @@ ACTOR_KINDS = (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_DUPLICATE, FaultKind.ACTOR_
 
 @dataclass
 class Approver:
-    """Decides pending consents after a think time; may repeat or be late."""
+    """Decides pending consents after a think time; may be late, or repeat a verdict and
+    then send the contradicting one."""
 
     world: World
     decided: set[UUID] = field(default_factory=set)
@@ -57,6 +58,11 @@ class Approver:
             times = 2 if pf is not None and pf.fault is FaultKind.ACTOR_DUPLICATE else 1
             for _ in range(times):
                 await self._decide(cid, approve, wrong)
+            if times == 2:
+                # A second screen sends the other answer late: the first verdict won, so
+                # the owner's contradicting one is refused (seed 000, concurrent handlers
+                # converge). No draw: the RNG streams stay where they were.
+                await self._decide(cid, not approve, wrong)
 
     async def _decide(self, cid: UUID, approve: bool, wrong_principal: bool) -> None:
         consent = self.world.ledger.consent_table[cid]

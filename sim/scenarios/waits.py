@@ -2,7 +2,7 @@
 
 - `consent`: Runs of `consent_gate` (one to four approval rounds, sometimes
   several approvals at once) decided by an approver who may be slow, late,
-  repeat a verdict or use the wrong principal;
+  repeat a verdict (then contradict it) or use the wrong principal;
 - `delegate`: Runs of `delegate` whose agent jobs finish, fail or get lost;
 - `hardware`: Runs of `hardware` needing up to ten capabilities, so budgets
   run out, with a slow or failing orchestrator;
