@@ -31,6 +31,8 @@ from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
 from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
 from sim.boot_checks import BootChecks
+from sim.event_checks import INVARIANTS as EVENT_INVARIANTS
+from sim.event_checks import Before, EventChecks
 from sim.hop_checks import INVARIANTS as HOP_INVARIANTS
 from sim.hop_checks import HopChecks
 from sim.mutation_checks import INVARIANTS as MUTATION_INVARIANTS
@@ -53,6 +55,7 @@ from sim.work_checks import INVARIANTS as JOB_INVARIANTS
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
+    from runtime.events.channel import RunChannel, Subscription
     from runtime.jobs.models import LeasedJob
     from sim.leased import CallKey, ModelCall
     from sim.world import Boot, World
@@ -259,7 +262,7 @@ INVARIANTS.update(
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
-                               *JOB_INVARIANTS)
+                               *JOB_INVARIANTS, *EVENT_INVARIANTS)
 )
 
 
@@ -299,6 +302,7 @@ class Checker:
         """Virtual time at which each hop job was first seen finished through a boot."""
         """Hop jobs that landed behind their Run's cancellation: key -> (boot, trace index)."""
         self.job_checks = JobChecks(self)
+        self.event_checks = EventChecks(self)
         self.terminal_steps: dict[UUID, tuple[int, int]] = {}
         """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
@@ -775,6 +779,14 @@ class Checker:
 
     def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
         self._guarded(lambda: self.job_checks.on_model_call(key, record, worker))
+
+    def on_subscribe(self, name: str, after: int, found: Before, sub: Subscription | None,
+                     error: BaseException | None) -> None:
+        self._guarded(lambda: self.event_checks.on_subscribe(name, after, found, sub, error))
+
+    def on_stream_end(self, name: str, sub: Subscription, channel: RunChannel,
+                      slow: bool) -> None:
+        self._guarded(lambda: self.event_checks.on_stream_end(name, sub, channel, slow))
 
     def on_job_decision(self, name: str, args: tuple[Any, ...], found: LeasedJob | None,
                         result: Any, error: BaseException | None) -> None:

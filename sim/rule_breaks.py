@@ -36,7 +36,7 @@ from runtime.errors import (
     SessionBusy,
     StopUnproven,
 )
-from runtime.events.channel import Subscription
+from runtime.events.channel import RunChannel, Subscription
 from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.model import Event
 from runtime.events.writer import StepWriter
@@ -593,6 +593,17 @@ async def _verdict_left_to_relay(engine: RunEngine, run: Run) -> RunDelivery | N
     return None
 
 
+def _subscribe_clamped(self: RunChannel, after_cursor: int = 0) -> Subscription:
+    """A subscribe that clamps a cursor from the future to the current one instead of
+    refusing it: the reader silently skips whatever it believed it had seen."""
+    return RULE_BREAKS.unbroken(_subscribe_clamped)(self, min(after_cursor, self.cursor))
+
+
+async def _close_without_grace(self: RunChannel, grace: float = 0.0) -> None:
+    """A close that never waits for readers to drain the terminal event."""
+    await RULE_BREAKS.unbroken(_close_without_grace)(self, 0.0)
+
+
 RULE_BREAKS = BreakTable({
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
@@ -635,6 +646,8 @@ RULE_BREAKS = BreakTable({
     "size_check_skipped": (jobs_worker._Attempt, "run", _attempt_without_size_check),
     "reprocess_keeps_budgets": (job_rules, "decide_reprocess", _reprocess_keeps_budgets),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
+    "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
+    "close_without_grace": (RunChannel, "close", _close_without_grace),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

@@ -419,6 +419,15 @@ RULES: tuple[Rule, ...] = (
          "was requested), and only on proof",
          ("service_resubmits_on_proof", "service_single_effect"), ("service",),
          (_b("proof_never_resubmits", "service", 2),)),
+    Rule("events.replay_from_cursor", S000, "Events, settlement, and waits",
+         "a subscription replays every held event after its cursor, or starts with one "
+         "resync boundary when the cursor is older than the window; a cursor from the "
+         "future, a closed channel or a full channel is refused",
+         ("subscribe_honest",), ("events",), (_b("future_cursor_clamped", "events", 1),)),
+    Rule("events.close_drains", S000, "Events, settlement, and waits",
+         "after the terminal event a channel closes only once its readers drained it (or "
+         "the grace expired): a reader that keeps up sees the terminal event",
+         ("stream_reaches_terminal",), ("events",), (_b("close_without_grace", "events", 1),)),
     # -- seed 004, leased jobs ---------------------------------------------------------------
     Rule("jobs.fence", S004, "Leases and fences",
          "a result stages only under the job's current fence; a late result from an old fence "

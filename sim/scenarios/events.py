@@ -13,6 +13,7 @@ import anyio
 
 from runtime.events.errors import EventError
 from runtime.models import RunStatus
+from sim import event_checks
 from sim.scenarios import Scenario, register
 from sim.scenarios.workload import settle_client, submit_stream
 from sim.world import Boot, Unavailable, World
@@ -33,8 +34,16 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
     after = {"late": 1, "future": channel.cursor + 1000}.get(kind, 0)
     pause = 0.2 if kind == "slow" else 0.0
     emit, run = boot.world.trace.emit, str(run_id)  # once, not for each of hundreds of events
+    checker = boot.world.checker
+    found = event_checks.before(channel)  # subscribe is synchronous: nothing moves meanwhile
     try:
-        async with channel.subscribe(after_cursor=after) as sub:
+        sub = channel.subscribe(after_cursor=after)
+    except EventError as exc:
+        checker.on_subscribe(name, after, found, None, exc)
+        return type(exc).__name__
+    checker.on_subscribe(name, after, found, sub, None)
+    try:
+        async with sub:
             async for event in sub:
                 emit("subscriber", "sub.event", sub=name, run=run, cursor=event.cursor,
                      kind=event.kind)
@@ -42,6 +51,7 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
                     await anyio.sleep(pause)
     except EventError as exc:
         return type(exc).__name__
+    checker.on_stream_end(name, sub, channel, slow=bool(pause))
     return "ended"
 
 

@@ -1,0 +1,120 @@
+"""Invariants of live Run channels (seed 000 "Events, settlement, and waits").
+
+The `events` scenario's followers hand the checker what a real subscriber
+would see: the channel as it stood the instant before `subscribe` (it is
+synchronous, so nothing moves in between), the Subscription or the refusal
+it got, and how the stream ended. The checker judges them against its own
+reading of the rules: it reads the channel's state, never calls its methods,
+and adds no await, so traces are unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runtime.events.errors import (
+    CapacityExceeded,
+    ChannelClosed,
+    CursorFromFuture,
+    InvalidCursor,
+)
+
+if TYPE_CHECKING:
+    from runtime.events.channel import RunChannel, Subscription
+    from sim.checker import Checker
+
+MAX_SUBSCRIBERS = 1024
+"""The checker's copy of a channel's subscriber bound."""
+
+INVARIANTS = (
+    ("subscribe_honest", "a subscription is refused exactly when the channel is closed, the "
+     "cursor is negative or beyond the last event, or the subscriber bound is reached; an "
+     "accepted one starts with every held event after its cursor, or with one resync "
+     "boundary when the cursor is older than the replay window or the backlog exceeds the "
+     "reader's queue, and one already past the terminal event is done at once",
+     "seed 000 'Events, settlement, and waits' (replay from a cursor, explicit resync)"),
+    ("stream_reaches_terminal", "a reader that keeps up sees its Run's stream to the end: an "
+     "iteration that ends without the terminal event was cut off by a channel closed "
+     "without one (or after the grace a slow reader outlived)",
+     "seed 000 'Events, settlement, and waits' (close drains readers after the terminal "
+     "event)"),
+)
+
+
+@dataclass(frozen=True)
+class Before:
+    """What `subscribe` found."""
+
+    closed: bool
+    cursor: int
+    subscribers: int
+    terminal_cursor: int | None
+    held: tuple[int, ...]
+    """Cursors held for replay, oldest first."""
+    queue_limit: int
+
+
+def before(channel: RunChannel) -> Before:
+    terminal = channel._terminal
+    return Before(
+        closed=channel._closed, cursor=channel._cursor, subscribers=len(channel._subscribers),
+        terminal_cursor=None if terminal is None else terminal.cursor,
+        held=tuple(e.cursor for e in channel._replay), queue_limit=channel._queue_limit,
+    )
+
+
+class EventChecks:
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+
+    def fail(self, invariant: str, message: str, **records: Any) -> None:
+        self.checker.fail(invariant, message, **records)
+
+    def on_subscribe(self, name: str, after: int, found: Before, sub: Subscription | None,
+                     error: BaseException | None) -> None:
+        where = {"sub": name, "after": after, "found": found.__dict__}
+        expected: type[BaseException] | None = None
+        if found.closed:
+            expected = ChannelClosed
+        elif after < 0:
+            expected = InvalidCursor
+        elif after > found.cursor:
+            expected = CursorFromFuture
+        elif found.subscribers >= MAX_SUBSCRIBERS:
+            expected = CapacityExceeded
+        got = None if error is None else type(error)
+        if got is not expected:
+            self.fail("subscribe_honest", f"{name} subscribing after cursor {after} got "
+                      f"{got.__name__ if got else 'a subscription'}, not "
+                      f"{expected.__name__ if expected else 'a subscription'}", **where)
+        if sub is None:
+            return
+        if found.terminal_cursor is not None and after >= found.terminal_cursor:
+            if not sub._done or sub._queue or sub._resync is not None:
+                self.fail("subscribe_honest", f"{name} subscribed past the terminal event but "
+                          "is not done at once", **where)
+            return
+        first = found.held[0] if found.held else found.cursor + 1
+        missed = [c for c in found.held if c > after]
+        resync = after < first - 1 or len(missed) > found.queue_limit
+        queued = [e.cursor for e in sub._queue]
+        if sub._done or (sub._resync is not None) != resync or \
+                (not resync and queued != missed) or (resync and queued):
+            self.fail("subscribe_honest", f"{name} subscribed after cursor {after} with "
+                      f"{'a resync' if sub._resync is not None else 'no resync'} and "
+                      f"{len(queued)} queued; owed {'a resync' if resync else 'no resync'} "
+                      f"and {len(missed)}", **where)
+
+    def on_stream_end(self, name: str, sub: Subscription, channel: RunChannel,
+                      slow: bool) -> None:
+        """An iteration that ended without raising (`slow`: a reader that pauses)."""
+        terminal = channel._terminal
+        if terminal is not None and sub._last >= terminal.cursor:
+            return  # it took the terminal event, or subscribed past it
+        if sub._cut_off and (terminal is None or slow):
+            return
+        self.fail("stream_reaches_terminal", f"{name} stopped reading at cursor "
+                  f"{sub._last} without the terminal event "
+                  f"({'cut off' if sub._cut_off else 'not cut off'}, channel "
+                  f"{'closed' if channel._closed else 'open'})", sub=name)
