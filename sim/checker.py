@@ -57,6 +57,7 @@ from sim.work_checks import JobChecks, ServiceChecks
 if TYPE_CHECKING:
     from runtime.events.channel import RunChannel, Subscription
     from runtime.jobs.models import LeasedJob
+    from runtime.service.models import Evidence, ServiceJobAttempt, ServiceOutcome
     from sim.leased import CallKey, ModelCall
     from sim.world import Boot, World
 
@@ -787,6 +788,10 @@ class Checker:
     def on_stream_end(self, name: str, sub: Subscription, channel: RunChannel,
                       slow: bool) -> None:
         self._guarded(lambda: self.event_checks.on_stream_end(name, sub, channel, slow))
+
+    def on_service_settle(self, found: ServiceJobAttempt | None, outcome: ServiceOutcome,
+                          evidence: Evidence, error: BaseException | None) -> None:
+        self._guarded(lambda: self.service_checks.on_settle(found, outcome, evidence, error))
 
     def on_job_decision(self, name: str, args: tuple[Any, ...], found: LeasedJob | None,
                         result: Any, error: BaseException | None) -> None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import LedgerUnavailable, ProcessCrashed
 from runtime.service.driver import (
     KeyReuseRejected,
@@ -304,10 +305,45 @@ class SimServiceStore:
         return result
 
 
+def _judged_settle(store: SimServiceStore, args: tuple[Any, ...],
+                   op: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    """`op` (a settle), with the attempt as its transaction found it handed to the checker:
+    the memory store decides right after its gate hook, so the attempt read there is the
+    one the decision saw (no checkpoint added: traces unchanged)."""
+    inner, checker = store.inner, store.world.checker
+
+    async def judged() -> Any:
+        outer = BEFORE_APPLY.get()
+        seen: list[ServiceJobAttempt | None] = []
+
+        def hook() -> None:
+            if outer is not None:
+                outer()
+            seen.append(inner.attempt_table.get(args[0]))
+
+        token = BEFORE_APPLY.set(hook)
+        try:
+            result = await op()
+        except ServiceError as exc:
+            if seen:
+                checker.on_service_settle(seen[0], args[1], args[2], exc)
+            raise
+        finally:
+            BEFORE_APPLY.reset(token)
+        if seen:
+            checker.on_service_settle(seen[0], args[1], args[2], None)
+        return result
+
+    return judged
+
+
 def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimServiceStore, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
-        return await self._tx(name, write, lambda: inner(*args, **kwargs))
+        op: Callable[[], Awaitable[Any]] = lambda: inner(*args, **kwargs)  # noqa: E731
+        if name == "settle" and len(args) == 4:
+            op = _judged_settle(self, args, op)
+        return await self._tx(name, write, op)
 
     method.__name__ = name
     return method

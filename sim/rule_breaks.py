@@ -68,7 +68,13 @@ from runtime.seams import Deps, JobStatus
 from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
 from runtime.service import rules as service_rules
-from runtime.service.models import ServiceJobAttempt
+from runtime.service.models import (
+    Evidence,
+    EvidenceKind,
+    ServiceJobAttempt,
+    ServiceOutcome,
+    ServiceState,
+)
 from runtime.sessions import KeyedLocks
 from runtime.stasis import consent as consent_module
 from runtime.stasis import waits as waits_module
@@ -604,6 +610,15 @@ async def _close_without_grace(self: RunChannel, grace: float = 0.0) -> None:
     await RULE_BREAKS.unbroken(_close_without_grace)(self, 0.0)
 
 
+def _failed_needs_provider_job(attempt: ServiceJobAttempt, outcome: ServiceOutcome,
+                               evidence: Evidence) -> bool:
+    """Settlement that takes FAILED only from a provider's own report: a proved rejection
+    (no provider job) is refused, and the attempt is left to be re-driven."""
+    if outcome.state is ServiceState.FAILED and evidence.kind is EvidenceKind.SUBMIT_REJECTED:
+        return False
+    return bool(RULE_BREAKS.unbroken(_failed_needs_provider_job)(attempt, outcome, evidence))
+
+
 RULE_BREAKS = BreakTable({
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
@@ -635,6 +650,7 @@ RULE_BREAKS = BreakTable({
     "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),
     "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),
     "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
+    "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "retention_after_release": (RunEngine, "_retain_and_release", _release_before_retention),
     "relay_never_republishes": (DeliveryRecovery, "recover", _relay_never_republishes),

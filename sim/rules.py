@@ -428,6 +428,12 @@ RULES: tuple[Rule, ...] = (
          "after the terminal event a channel closes only once its readers drained it (or "
          "the grace expired): a reader that keeps up sees the terminal event",
          ("stream_reaches_terminal",), ("events",), (_b("close_without_grace", "events", 1),)),
+    Rule("service.settle_on_proof", S000, "Service job attempts",
+         "an attempt settles exactly on evidence that proves the outcome: a driver-proved "
+         "rejection or no effect fails it, a lookup of the acknowledged job succeeds or fails "
+         "it, containment or no effect cancels it",
+         ("service_settle_honoured", "service_no_fabricated_failure"), ("service",),
+         (_b("rejection_not_settled", "service", 3),)),
     # -- seed 004, leased jobs ---------------------------------------------------------------
     Rule("jobs.fence", S004, "Leases and fences",
          "a result stages only under the job's current fence; a late result from an old fence "

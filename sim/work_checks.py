@@ -40,6 +40,7 @@ from runtime.service.models import (
     Evidence,
     EvidenceKind,
     ServiceJobAttempt,
+    ServiceOutcome,
     ServiceState,
 )
 
@@ -91,6 +92,11 @@ INVARIANTS = (
      "the driver replays the same key) re-submits, unless a cancel was requested: it never "
      "parks the attempt INDETERMINATE (every simulated domain policy admits a re-submit)",
      "seed 000 'Service job attempts' (a missing job re-submits only on proof)"),
+    ("service_settle_honoured", "a settle is accepted exactly when its evidence proves that "
+     "outcome for the attempt it found: CANCELLED on never-submitted (prepared), contained or "
+     "no-effect evidence; FAILED on a proved rejection or no effect of the last transmission "
+     "with no provider job; SUCCEEDED or a provider's FAILED on a lookup of an acknowledged "
+     "job", "seed 000 'Service job attempts' (only a driver-proved rejection fails)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -398,6 +404,24 @@ class JobChecks:
                           f"{data['evidence']} is gone")
 
 
+def _settle_proved(a: ServiceJobAttempt, outcome: ServiceOutcome, evidence: Evidence) -> bool:
+    """The checker's own reading of when evidence proves a terminal outcome (seed 000
+    "Service job attempts") for a nonterminal attempt."""
+    S, K = ServiceState, EvidenceKind
+    if evidence.kind in FAILED_PROOFS and evidence.transmission != a.transmissions:
+        return False  # it proves nothing about a later transmission
+    if outcome.state is S.CANCELLED:
+        if a.state is S.PREPARED:
+            return evidence.kind is K.NEVER_SUBMITTED
+        return evidence.kind in (K.CANCEL_CONTAINED, K.NO_EFFECT)
+    if a.state is S.PREPARED:
+        return False
+    if outcome.state is S.FAILED and evidence.kind in FAILED_PROOFS:
+        return a.state in (S.SUBMITTING, S.INDETERMINATE) and a.provider_job_id is None
+    return (a.state in (S.ACCEPTED, S.RUNNING, S.INDETERMINATE)
+            and a.provider_job_id is not None and evidence.kind is K.LOOKUP_FOUND)
+
+
 class ServiceChecks:
     """Seed 000 "Service job attempts": proof before failure, one effect per key."""
 
@@ -490,6 +514,19 @@ class ServiceChecks:
             if live:
                 self.fail("service_cancel_contained", f"attempt {a.id} CANCELLED while provider "
                           f"job {live[0].job_id} is {live[0].status.value}", attempt=_attempt(a))
+
+    def on_settle(self, found: ServiceJobAttempt | None, outcome: ServiceOutcome,
+                  evidence: Evidence, error: BaseException | None) -> None:
+        """Re-judge one settle from the attempt its transaction found."""
+        if found is None or found.state.terminal:
+            return
+        allowed = _settle_proved(found, outcome, evidence)
+        if allowed == (error is None):
+            return
+        self.fail("service_settle_honoured", f"settling attempt {found.id} "
+                  f"({found.state.value}) {outcome.state.value} on {evidence.kind.value} "
+                  f"evidence was {'refused' if error else 'accepted'}",
+                  attempt=_attempt(found), error=type(error).__name__ if error else None)
 
     def on_provider_transmission(self, key: str, digest: str) -> None:
         first = self.digests.setdefault(key, digest)
