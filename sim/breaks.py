@@ -478,6 +478,13 @@ def _queued_as_pre_boot(self: DeliveryRecovery, status: JobStatus,
         or BREAKS.unbroken(_queued_as_pre_boot)(self, status, started_at)
 
 
+async def _cleanup_owes_nothing(deps: Deps, page_size: int) -> list[UUID]:
+    """Startup's checkpoint cleanup that retries every owed deletion but reports
+    nothing owed: the report hides the checkpoints that would not go."""
+    await BREAKS.unbroken(_cleanup_owes_nothing)(deps, page_size)
+    return []
+
+
 async def _first_page_only(
     ledger: Ledger, statuses: Sequence[RunStatus], page_size: int = PAGE_SIZE
 ) -> AsyncIterator[Run]:
@@ -549,6 +556,7 @@ BREAKS = BreakTable({
     "steps_after_terminal_written": (MemoryLedger, "closes_at_terminal", False),
     # Recovery's paging past one page (issue M9; sim.page_checks, scenario crowded).
     "reconcile_first_page_only": (reconcile, "all_runs", _first_page_only),
+    "cleanup_debts_unreported": (debts, "_release_checkpoints", _cleanup_owes_nothing),
     "queued_job_fenced": (DeliveryRecovery, "_pre_boot_active", _queued_as_pre_boot),
     "relay_first_page_only": (PageScheduler, "step", _forward_never_moves),
 })

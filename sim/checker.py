@@ -834,12 +834,13 @@ class Checker:
         """Boot `boot`'s reconciliation begins (past its reconcile.started point)."""
         self.page_checks.on_reconcile_started(boot)
 
-    def on_startup_done(self, boot: int, degraded: bool,
-                        visited: Collection[UUID] = ()) -> None:
+    def on_startup_done(self, boot: int, degraded: bool, visited: Collection[UUID] = (),
+                        cleanup_owed: Collection[UUID] = ()) -> None:
         """Boot `boot` reconciled and serves; `degraded` is what its report said,
-        `visited` the Runs its report names (CANCELLING, orphans, deliveries)."""
+        `visited` the Runs its report names (CANCELLING, orphans, deliveries) and
+        `cleanup_owed` the terminal Runs whose checkpoint it reports still owed."""
         self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))
-        self._guarded(lambda: self.page_checks.on_startup_done(boot, visited))
+        self._guarded(lambda: self.page_checks.on_startup_done(boot, visited, cleanup_owed))
 
     def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run]) -> None:
         """Boot `boot`'s ledger seam returns a page of Runs (`Ledger.page_runs`)."""

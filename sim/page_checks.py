@@ -14,7 +14,11 @@ than a page; the `crowded` scenario holds more. Two rules:
 - `relay_pages_every_run`: a Run that stays the same record in one status
   while a serving boot's relay reads that status's pages many times (four
   times the pages the status ever held, plus two) is listed by one of those
-  reads: the forward cursor goes round every page.
+  reads: the forward cursor goes round every page;
+- `startup_names_cleanup_debts`: a terminal Run that held its checkpoint when
+  reconciliation began and still holds it when startup reports done is named
+  in the report's `cleanup_owed` (startup retried the deletion and it failed):
+  the report tells the truth about what is still owed.
 
 Like the rest of the checker these read the ledger's own tables, what the
 boot's ledger seam returned to it (`page_runs`) and what the startup
@@ -46,6 +50,10 @@ INVARIANTS = (
      "that startup's report: reconciliation pages past the first page",
      "seed 000 'Cancellation, mutation, and recovery' (startup retries CANCELLING, fences and "
      "classifies orphans, recovers every QUEUED Run's exact delivery)"),
+    ("startup_names_cleanup_debts", "a terminal Run that held its checkpoint when a boot's "
+     "reconciliation began and still holds it when its startup finished is named owed in "
+     "that startup's report", "seed 000 'Cancellation, mutation, and recovery' (startup "
+     "retries idempotent checkpoint deletion; cleanup failure is recorded debt)"),
     ("relay_pages_every_run", "a Run that stays untouched in one status while a serving "
      "boot's relay reads that status's pages again and again is listed by one of those "
      "reads: the forward cursor goes round every page",
@@ -77,6 +85,8 @@ class PageChecks:
     checker: Checker
     at_reconcile: dict[int, list[Run]] = field(default_factory=dict)
     """Per boot number: the Runs of RECONCILED statuses as its reconciliation began."""
+    debts_at_reconcile: dict[int, set[UUID]] = field(default_factory=dict)
+    """Per boot number: terminal Runs holding a checkpoint as its reconciliation began."""
     serving: set[int] = field(default_factory=set)
     """Boots whose startup finished: their page reads are the relays'."""
     watches: dict[tuple[int, RunStatus], _Watch] = field(default_factory=dict)
@@ -84,10 +94,23 @@ class PageChecks:
     def on_reconcile_started(self, boot: int) -> None:
         table = self.checker.world.ledger.run_table
         self.at_reconcile[boot] = [r for r in table.values() if r.status in RECONCILED]
+        self.debts_at_reconcile[boot] = {
+            run_id for run_id in self.checker.world.ledger.checkpoint_table
+            if (run := table.get(run_id)) is not None and run.status.terminal}
 
-    def on_startup_done(self, boot: int, visited: Collection[UUID]) -> None:
-        """startup_visits_every_run, as boot `boot` reports its reconciliation done."""
+    def on_startup_done(self, boot: int, visited: Collection[UUID],
+                        cleanup_owed: Collection[UUID] = ()) -> None:
+        """startup_visits_every_run and startup_names_cleanup_debts, as boot `boot`
+        reports its reconciliation done."""
         self.serving.add(boot)
+        held = self.checker.world.ledger.checkpoint_table
+        unnamed = sorted((run_id for run_id in self.debts_at_reconcile.pop(boot, ())
+                          if run_id in held and run_id not in cleanup_owed), key=str)
+        if unnamed:
+            self.checker.fail("startup_names_cleanup_debts", f"boot {boot}'s startup left "
+                              f"the checkpoint of terminal Run {unnamed[0]} in place and "
+                              "did not report it owed", boot=boot, run=str(unnamed[0]),
+                              unnamed=len(unnamed))
         table = self.checker.world.ledger.run_table
         missed = sorted((r for r in self.at_reconcile.pop(boot, ())
                          if table.get(r.id) == r and r.id not in visited),

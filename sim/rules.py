@@ -328,6 +328,11 @@ RULES: tuple[Rule, ...] = (
          "many: it pages past the first page",
          ("startup_visits_every_run",), ("crowded",),
          (_b("reconcile_first_page_only", "crowded", 1),)),
+    Rule("startup.cleanup_debts_reported", S000, "Cancellation, mutation, and recovery",
+         "startup retries the deletion of every terminal Run's checkpoint and reports the ones "
+         "that would not go as owed (the relay pays them), never hiding one",
+         ("startup_names_cleanup_debts",), ("restart_storm", "crashloop"),
+         (_b("cleanup_debts_unreported", "restart_storm", 3),)),
     Rule("relays.page_every_run", S000, "Cancellation, mutation, and recovery",
          "each relay pass reads one revisit page and one forward page, and the forward cursor "
          "goes round every page, so no Run drops out of repair however many wait",

@@ -223,7 +223,8 @@ class Boot(Incarnation):
         )
         visited = {run_id for group in (report.cancelling, report.orphans, report.deliveries)
                    for ids in group.values() for run_id in ids}
-        self.world.checker.on_startup_done(self.number, report.degraded, visited)
+        self.world.checker.on_startup_done(self.number, report.degraded, visited,
+                                           report.cleanup_owed)
         self.ready = True
         if not self.frozen:
             self.world.live_boot = self
