@@ -27,6 +27,7 @@ from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.app.lifespan import Lifespan, LifespanStatus, ShutdownIncomplete, StartupRefused
 from runtime.app.profiles import build_vessel
 from runtime.errors import ProcessCrashed
+from runtime.events.bus import EventBus
 from runtime.patterns import default_registry
 from runtime.registry import WorkflowRegistry
 from runtime.retry import retried
@@ -87,6 +88,9 @@ class Boot(Incarnation):
             services=self._services(world),
         )
         self.vessel = build_vessel(self.deps, registry=world.registry)
+        if world.event_limits is not None:
+            replay, queue = world.event_limits
+            self.vessel.worker.bus = EventBus(replay_limit=replay, queue_limit=queue)
         # The PostgreSQL profile is strict: a degraded reconciliation refuses to start,
         # and the world reboots until it can (the checker sees it in the trace).
         self.lifespan = Lifespan(self.vessel, strict=True, boot_lease_s=world.boot_lease_s)
@@ -321,6 +325,9 @@ class World:
     on PostgreSQL (issue 15): set by scenarios of zombie and concurrent boots."""
     vessels: int = 1
     """Vessel processes serving the one database at once, each restarted after a death."""
+    event_limits: tuple[int, int] | None = None
+    """(replay, queue) limits of every boot's event channels instead of the runtime's
+    (256 each): the events scenario reaches its resync boundaries with fewer tokens."""
     writer: Boot | None = None
     """The boot whose ledger write the checker is looking at (set by SimLedger)."""
     taken_by: dict[str, int] = field(default_factory=dict)

@@ -19,11 +19,17 @@ from sim.scenarios.workload import settle_client, submit_stream
 from sim.world import Boot, Unavailable, World
 
 KINDS = ("fast", "slow", "late", "future")
+LIMITS = (64, 64)
+"""Replay window and reader queue of the channels here, a quarter of the runtime's
+256: a stream of a quarter of the tokens (and subscribers joining four times as
+often) meets the same boundaries (a late reader outside the replay window, a slow
+reader falling behind) at a quarter of the cost; the runtime's own limits are
+exercised by tests/unit/test_event_bus.py."""
 
 
 def content(world: World, pattern: str) -> dict[str, Any]:
     if pattern == "chatty":
-        return {"tokens": world.streams.workload.randint(100, 600)}
+        return {"tokens": world.streams.workload.randint(25, 150)}
     return {}
 
 
@@ -60,7 +66,7 @@ async def subscribers(world: World, until: float) -> None:
     n = 0
     async with anyio.create_task_group() as tg:
         while anyio.current_time() < until:
-            await anyio.sleep(round(rng.uniform(0.5, 4.0), 3))
+            await anyio.sleep(round(rng.uniform(0.125, 1.0), 3))
             live = [r.id for r in sorted(world.ledger.run_table.values(),
                                          key=lambda r: (r.created_at, r.id))
                     if r.status is RunStatus.RUNNING]
@@ -87,4 +93,8 @@ async def drive(world: World) -> None:
         tg.cancel_scope.cancel()
 
 
-EVENTS = register(Scenario("events", __doc__ or "", drive, settle_client))
+def _limits(world: World) -> None:
+    world.event_limits = LIMITS
+
+
+EVENTS = register(Scenario("events", __doc__ or "", drive, settle_client, setup=_limits))
