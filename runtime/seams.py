@@ -127,11 +127,21 @@ class Ledger(Protocol):
         ...
 
     async def settle_run(
-        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+        self,
+        run_id: UUID,
+        seq: int,
+        settlement: Settlement,
+        now: datetime,
+        step: tuple[str, dict[str, Any]] | None = None,
     ) -> Run | None:
         """Terminal truth, fenced by the claimed sequence; None when fenced out.
 
         Repeating an identical settlement of the same sequence returns the Run.
+        With `step` (the kind and data of a terminal Step: run.done, run.failed,
+        run.cancelled) the same transaction also appends it at the Run's next
+        index, unless the Run has a terminal Step already: terminal truth and its
+        evidence commit together, whenever the Run is returned (issue 17). A
+        non-terminal kind is refused (ValueError) before anything is written.
         """
         ...
 

@@ -85,12 +85,13 @@ from sim.break_table import BreakTable
 
 
 async def _settle_without_claim(
-    self: MemoryLedger, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+    self: MemoryLedger, run_id: UUID, seq: int, settlement: Settlement, now: datetime,
+    step: tuple[str, dict[str, Any]] | None = None,
 ) -> Run | None:
     """Settlement that checks the sequence but not the claim: a hop whose Run is
     CANCELLING (or whose delivery is no longer CLAIMED) still settles it."""
     settle = RULE_BREAKS.unbroken(_settle_without_claim)
-    settled = await settle(self, run_id, seq, settlement, now)
+    settled = await settle(self, run_id, seq, settlement, now, step)
     run = self.run_table.get(run_id)
     d = self.delivery_table.get((run_id, seq))
     if settled is not None or run is None or d is None or run.seq != seq or run.status.terminal:
@@ -98,6 +99,7 @@ async def _settle_without_claim(
     run = self._put_run(run, status=settlement.status, result=settlement.result,
                         error=settlement.error, updated_at=now)
     self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
+    self._settlement_step(run_id, seq, step, now)
     return run
 
 

@@ -89,6 +89,12 @@ JSON = st.recursive(
     max_leaves=6,
 )
 DOCUMENTS = st.dictionaries(TEXT, JSON, max_size=3)
+# settle_run's own terminal Step (issue 17): mostly none or a terminal kind; a
+# non-terminal kind is refused by both alike.
+SETTLEMENT_STEPS = st.none() | st.tuples(
+    st.sampled_from(["run.done", "run.failed", "run.cancelled", "run.done", "node.end"]),
+    DOCUMENTS,
+)
 SETTLEMENTS = st.one_of(
     st.builds(lambda r: Settlement(status=RunStatus.DONE, result=r), DOCUMENTS),
     st.builds(
@@ -210,10 +216,13 @@ class LedgerDifferential(RuleBasedStateMachine):
         seq = self.seq(pick, run_id)
         self.both(lambda ledger: ledger.claim_delivery(run_id, seq, boot, token, self.now))
 
-    @rule(run_id=RUN_IDS, pick=SEQS, settlement=SETTLEMENTS)
-    def settle_run(self, run_id: UUID, pick: int | str, settlement: Settlement) -> None:
+    @rule(run_id=RUN_IDS, pick=SEQS, settlement=SETTLEMENTS, step=SETTLEMENT_STEPS)
+    def settle_run(
+        self, run_id: UUID, pick: int | str, settlement: Settlement,
+        step: tuple[str, dict[str, Any]] | None,
+    ) -> None:
         seq = self.seq(pick, run_id)
-        self.both(lambda ledger: ledger.settle_run(run_id, seq, settlement, self.now))
+        self.both(lambda ledger: ledger.settle_run(run_id, seq, settlement, self.now, step))
 
     @rule(run_id=RUN_IDS, pick=SEQS)
     def rotate_delivery(self, run_id: UUID, pick: int | str) -> None:

@@ -19,7 +19,7 @@ from runtime.adapters.memory.boots import BootLease, BootsMixin
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.adapters.memory.waits import WaitsMixin
-from runtime.events.model import TERMINAL_KINDS
+from runtime.events.model import TERMINAL_KINDS, require_terminal_step
 from runtime.models import (
     Admission,
     AgentJob,
@@ -189,8 +189,14 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         return Claim(claimed=True, run=run, delivery=d)
 
     async def settle_run(
-        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+        self,
+        run_id: UUID,
+        seq: int,
+        settlement: Settlement,
+        now: datetime,
+        step: tuple[str, dict[str, Any]] | None = None,
     ) -> Run | None:
+        require_terminal_step(step)
         await enter()
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
@@ -201,6 +207,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             settlement.result,
             settlement.error,
         ):
+            self._settlement_step(run_id, seq, step, now)
             return run  # the same settlement, repeated after an ambiguous commit
         if run.status not in SETTLEABLE or d.state is not DeliveryState.CLAIMED:
             return None
@@ -212,7 +219,22 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             updated_at=now,
         )
         self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
+        self._settlement_step(run_id, seq, step, now)
         return run
+
+    def _settlement_step(
+        self, run_id: UUID, seq: int, step: tuple[str, dict[str, Any]] | None, now: datetime
+    ) -> None:
+        """settle_run's terminal Step, in its transaction (no await): written unless
+        the Run has a terminal Step already."""
+        if step is None:
+            return
+        log = self._step_log_of(run_id)  # the Run exists: it was just settled
+        if self._terminal_step(log) is not None:
+            return
+        kind, data = step
+        log.append(Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data,
+                        created_at=now))
 
     # -- recovery -----------------------------------------------------------
 

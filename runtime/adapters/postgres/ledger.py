@@ -57,7 +57,7 @@ from runtime.adapters.postgres.tx import (
     one,
 )
 from runtime.adapters.postgres.waits import WaitsMixin
-from runtime.events.model import TERMINAL_KINDS
+from runtime.events.model import TERMINAL_KINDS, require_terminal_step
 from runtime.models import (
     Admission,
     Claim,
@@ -206,8 +206,14 @@ class PostgresLedger(WaitsMixin, BootsMixin):
             return Claim(claimed=True, run=claimed_run, delivery=claimed)
 
     async def settle_run(
-        self, run_id: UUID, seq: int, settlement: Settlement, now: datetime
+        self,
+        run_id: UUID,
+        seq: int,
+        settlement: Settlement,
+        now: datetime,
+        step: tuple[str, dict[str, Any]] | None = None,
     ) -> Run | None:
+        require_terminal_step(step)
         async with self._transaction() as cur:
             run = await fetch_run(cur, q.LOCK_RUN, run_id)
             d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
@@ -218,9 +224,12 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 settlement.result,
                 settlement.error,
             ):
+                if step is not None and await _settlement_step(cur, run_id, seq, step, now):
+                    await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
                 return run  # the same settlement, repeated after an ambiguous commit
             if run.status not in q.SETTLEABLE_STATUSES or d.state is not DeliveryState.CLAIMED:
                 return None
+            paid = step is not None and await _settlement_step(cur, run_id, seq, step, now)
             await cur.execute(
                 q.SETTLE_RUN,
                 {
@@ -229,6 +238,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                     "status": settlement.status.value,
                     "result": None if settlement.result is None else Jsonb(settlement.result),
                     "error": settlement.error,
+                    "paid": paid,
                 },
             )
             settled = run_from_row(await one(cur))
@@ -438,6 +448,22 @@ async def _lock_steps_of(cur: Cursor, run_id: UUID) -> None:
     await cur.execute(q.LOCK_STEPS_OF_RUN, {"ns": q.STEP_LOCK_NAMESPACE, "run_id": run_id})
     if await cur.fetchone() is None:
         raise LookupError(f"no Run {run_id}: a Step names an admitted Run")
+
+
+async def _settlement_step(
+    cur: Cursor, run_id: UUID, seq: int, step: tuple[str, dict[str, Any]], now: datetime
+) -> bool:
+    """settle_run's terminal Step, in its transaction, under the Run's Step lock
+    (taken after the Run row: the lock discipline's order). True when written;
+    False when the Run has a terminal Step already (APPEND_STEP returns no row)."""
+    kind, data = step
+    await _lock_steps_of(cur, run_id)  # the Run row is locked: it exists
+    await cur.execute(
+        q.APPEND_STEP,
+        {"run_id": run_id, "seq": seq, "kind": kind, "data": Jsonb(data), "now": aware(now),
+         "terminal": q.TERMINAL_STEP_KINDS},
+    )
+    return await cur.fetchone() is not None
 
 
 async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:

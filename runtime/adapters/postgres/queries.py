@@ -128,9 +128,11 @@ CLAIM_DELIVERY = sql.SQL(
 
 SETTLE_RUN = sql.SQL(
     "UPDATE run SET status = %(status)s, result = %(result)s, error = %(error)s, "
-    "updated_at = %(now)s "
+    "updated_at = %(now)s, terminal_step = terminal_step OR %(paid)s "
     "WHERE id = %(run_id)s AND seq = %(seq)s AND status = ANY(%(settleable)s) RETURNING {cols}"
 ).format(cols=RUN)
+
+"""`paid`: settle_run wrote the Run's terminal Step in this transaction (issue 17)."""
 
 SETTLE_DELIVERY = sql.SQL(
     "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
