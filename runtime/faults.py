@@ -74,8 +74,10 @@ CATALOGUE: dict[str, FaultPoint] = {
         ),
         FaultPoint(
             SETTLE_TERMINAL_COMMITTED,
-            "terminal status committed; evidence and cleanup not yet done",
-            "terminal truth stands; the missing terminal Step is repaired exactly once",
+            "terminal status committed (with its terminal Step when the hop's Step writer "
+            "was idle: one transaction, issue 17); cleanup not yet done",
+            "terminal truth stands; a terminal Step not written with it is repaired exactly "
+            "once, one written with it is never written again",
         ),
         FaultPoint(
             SETTLE_EVIDENCE_WRITTEN,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime import faults
@@ -13,6 +13,15 @@ from runtime.models import AgentJob, Consent, Run, RunStatus
 from runtime.retry import retrying
 from runtime.seams import Deps
 from runtime.service.models import ServiceJobAttempt
+
+
+@dataclass
+class Stasis:
+    """What one hop knows about the Run's checkpoint: whether this hop tried to
+    save one (even a save that may not have committed). Shared by every
+    HopContext of the hop (`resumed_with` keeps it)."""
+
+    saving: bool = False
 
 
 class EventPublisher(Protocol):
@@ -32,6 +41,9 @@ class HopContext:
     """The terminal service attempt this hop resumed from, read from its store."""
     events: EventPublisher | None = None
     """The Run's event channel in this process (tokens are live-only)."""
+    stasis: Stasis = field(default_factory=Stasis)
+    """Set before this hop's first checkpoint write (issue 17: the worker skips the
+    deletion round trip of a fresh hop that never wrote one)."""
 
     async def publish(self, kind: str, data: Mapping[str, Any] | None = None) -> None:
         if self.events is not None:

@@ -25,9 +25,9 @@ from runtime.events.bus import EventBus
 from runtime.events.hop import HopEvents
 from runtime.events.model import EventKind
 from runtime.graph.runner import GraphRunner
-from runtime.hop import HopContext
+from runtime.hop import HopContext, Stasis
 from runtime.keys import hop_key
-from runtime.models import Run, RunDelivery, RunStatus, Settlement
+from runtime.models import ResumeMode, Run, RunDelivery, RunStatus, Settlement
 from runtime.registry import QUEUES, WorkflowRegistry
 from runtime.retry import retrying
 from runtime.seams import Deps
@@ -122,8 +122,9 @@ class Worker:
         ledger, clock = self.deps.ledger, self.deps.clock
         run_id, seq = run.id, run.seq
         outcome: list[Settlement | Parked] = []
+        stasis = Stasis()
         try:
-            await self._execute(run, delivery, outcome, events)
+            await self._execute(run, delivery, outcome, events, stasis)
         finally:
             # Once the nodes have produced an outcome it is settled even if the
             # hop is cancelled now (for instance while the touch task group
@@ -132,8 +133,9 @@ class Worker:
             if outcome and isinstance(outcome[0], Settlement):
                 settlement = outcome[0]
                 with anyio.CancelScope(shield=True):
+                    step = await events.fold_terminal(settlement)
                     settled = await self._ledger(
-                        lambda: ledger.settle_run(run_id, seq, settlement, clock.now())
+                        lambda: ledger.settle_run(run_id, seq, settlement, clock.now(), step)
                     )
         if outcome and isinstance(outcome[0], Parked):
             parked = outcome[0]
@@ -142,11 +144,14 @@ class Worker:
             return HopOutcome.FENCED if parked.fenced else HopOutcome.PARKED
         if settled is None:
             return HopOutcome.FENCED
-        events.debt = True  # terminal truth stands: its Step is owed until terminal() lands it
+        # Terminal truth stands: its Step is owed until terminal() lands it, unless
+        # settle_run wrote it in the same transaction (events.folded).
+        events.debt = not events.folded
         await self.deps.faults.point(faults.SETTLE_TERMINAL_COMMITTED, run_id=run_id, seq=seq)
         await events.terminal(settled)
         await self.deps.faults.point(faults.SETTLE_EVIDENCE_WRITTEN, run_id=run_id, seq=seq)
-        await self._cleanup(run_id)
+        if _may_hold_checkpoint(delivery, stasis):
+            await self._cleanup(run_id)
         return HopOutcome.SETTLED
 
     async def _execute(
@@ -155,13 +160,14 @@ class Worker:
         delivery: RunDelivery | None,
         outcome: list[Settlement | Parked],
         events: HopEvents,
+        stasis: Stasis,
     ) -> None:
         """Run one hop of the pinned Pattern; append its outcome as soon as it is known."""
         pattern = self.registry.pinned(run.pattern, run.pattern_version)
         if pattern is None or delivery is None:
             outcome.append(Settlement(status=RunStatus.FAILED, error=PINNED_PATTERN_UNAVAILABLE))
             return
-        ctx = HopContext(self.deps, run, delivery.seq, events=events)
+        ctx = HopContext(self.deps, run, delivery.seq, events=events, stasis=stasis)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._touch, hop_key(run.id, delivery.seq))
             try:
@@ -189,6 +195,15 @@ class Worker:
 
     async def _ledger(self, op: Callable[[], Awaitable[T]]) -> T:
         return await retrying(self.deps.entropy, op)
+
+
+def _may_hold_checkpoint(delivery: RunDelivery | None, stasis: Stasis) -> bool:
+    """Whether the Run may hold a checkpoint when this hop settles. A checkpoint is
+    written only by a hop, and a Run that has one is only ever handed on as a resume
+    hop (readmission after a wait); so a fresh hop that never tried to save one
+    leaves nothing to delete, and the worker skips the deletion's round trip
+    (issue 17). Startup's cleanup paging still covers every other Run."""
+    return delivery is None or delivery.mode is not ResumeMode.FRESH or stasis.saving
 
 
 @dataclass

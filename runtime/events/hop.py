@@ -7,6 +7,16 @@ is published, the writer chain is flushed (a failed append becomes evidence
 debt, repaired later, and never changes Run truth), and the channel closes.
 A parked hop flushes too and leaves its channel open for readers, with no
 writer attached.
+
+Terminal truth and its Step in one transaction (issue 17): before settling,
+`fold_terminal` waits (at most FOLD_WAIT_S) for the writer chain; when every
+Step accepted so far is written and nothing is latched, it detaches the writer
+and hands the terminal Step to `settle_run`, which writes it with the
+settlement. The terminal event then goes to live readers only. Otherwise (a
+failed or stalled chain, a repair) the hop settles alone and the terminal Step
+follows through the writer as before, a debt until it lands. Either way a
+Step failure never touches Run truth: the folded Step is written only inside
+a settlement that applies, and an unfolded one only after it committed.
 """
 
 from __future__ import annotations
@@ -20,15 +30,18 @@ import anyio
 
 from runtime.events.bus import EventBus
 from runtime.events.channel import RunChannel
-from runtime.events.errors import EventError, StepWriteFailed
+from runtime.events.errors import EventError, StepWriteFailed, StepWriterClosed
 from runtime.events.model import EventKind
 from runtime.events.writer import StepWriter
-from runtime.models import Run, RunStatus
+from runtime.models import Run, RunStatus, Settlement
 from runtime.seams import Deps
 
 log = logging.getLogger(__name__)
 
 PUBLISH_BOUND_S = 5.0
+FOLD_WAIT_S = 1.0
+"""How long a settling hop waits for its Step writer before it settles without
+folding its terminal Step in (truth is never held back longer than this)."""
 
 TERMINAL_KINDS = {
     RunStatus.DONE: EventKind.RUN_DONE,
@@ -49,6 +62,8 @@ class HopEvents:
         self.writer = StepWriter(deps.ledger, deps.clock, run.id, seq)
         self.channel: RunChannel | None = None
         self.debt = False
+        self.folded = False
+        """The terminal Step rides in settle_run's transaction (fold_terminal)."""
 
     async def __aenter__(self) -> Self:
         await self.writer.__aenter__()
@@ -86,6 +101,26 @@ class HopEvents:
                         PUBLISH_BOUND_S)
         return False
 
+    async def fold_terminal(self, settlement: Settlement) -> tuple[str, dict[str, Any]] | None:
+        """Before settle_run: the terminal Step (kind, data) for the settlement's own
+        transaction, or None when the hop settles alone. Folds only once the
+        writer has written every Step accepted so far (waiting at most
+        FOLD_WAIT_S); the writer is then detached with no await in between, so
+        no later event can be teed ahead of or behind the folded Step."""
+        kind = TERMINAL_KINDS.get(settlement.status)
+        if kind is None or self.channel is None or self.channel.closed:
+            return None
+        with anyio.move_on_after(FOLD_WAIT_S):
+            try:
+                await self.writer.barrier()
+            except (StepWriteFailed, StepWriterClosed):
+                return None  # settled alone: the terminal path owes and repairs it
+        if not self.writer.quiescent:
+            return None
+        self.channel.detach(self.writer)
+        self.folded = True
+        return kind, {"error": settlement.error}
+
     async def terminal(self, run: Run) -> None:
         """After terminal truth committed: terminal event, flush, close.
 
@@ -95,9 +130,10 @@ class HopEvents:
         relay, whose repair reads the durable Steps first and never writes
         it twice."""
         self.track(run)
-        self.debt = True
+        self.debt = not self.folded  # folded: written with truth, never owed
         published = await self.publish(TERMINAL_KINDS[run.status], {"error": run.error})
-        self.debt = not (await self._flush() and published)
+        if not self.folded:
+            self.debt = not (await self._flush() and published)
         await self.bus.close(run.id)
 
     async def parked(self, status: RunStatus) -> None:

@@ -173,6 +173,15 @@ class StepWriter:
         return self._entered and not self._closing and not self._stopped
 
     @property
+    def quiescent(self) -> bool:
+        """Running, nothing latched, and every Step accepted so far written: a Step
+        written elsewhere now (settle_run's terminal one, issue 17) lands after all
+        of them and ahead of none."""
+        gen = self._gen
+        return (self.running and gen.error is None and self._repair is None
+                and not self._queue and gen.settled == gen.accepted)
+
+    @property
     def pending(self) -> int:
         """Steps accepted and not yet handed to the ledger."""
         return len(self._queue)

@@ -200,6 +200,7 @@ class Waits:
         return snap
 
     async def _save(self, snap: NodeSnapshot) -> bool:
+        self.ctx.stasis.saving = True  # before the write: an ambiguous commit may land it
         return await self.ctx.deps.ledger.save_checkpoint(
             checkpoint_record(self.ctx, self.checkpoint)
         )

@@ -30,7 +30,7 @@ from runtime.recovery.orphans import LOST, OrphanVerdict
 from runtime.recovery.reconcile import reconcile_runs
 from runtime.seams import Deps, Ledger
 from runtime.worker import HopOutcome, Worker
-from tests.unit.fakes import LedgerProxy, World, make_world
+from tests.unit.fakes import LedgerProxy, World, make_world, settle_alone
 from tests.unit.waitkit import Crash, FakeAgents, crashed
 
 pytestmark = pytest.mark.anyio
@@ -205,7 +205,10 @@ async def test_seed000_a_hop_cancelled_after_terminal_truth_still_owes_its_step(
     ledger: Ledger, point: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Its broker job swept or aborted, a shutdown: the cancellation lands between
-    the terminal commit and the Step; the debt stays for the relay to repair."""
+    the terminal commit and the Step; the debt stays for the relay to repair. The
+    hop settles alone, as one whose Step writer is not idle does (an idle one
+    writes the Step with truth: the next test)."""
+    monkeypatch.setattr(HopEvents, "fold_terminal", settle_alone)
     w = world_on(ledger)
     run_id = await admit(w, "echo")
     with anyio.CancelScope() as scope:
@@ -223,3 +226,19 @@ async def test_seed000_a_hop_cancelled_after_terminal_truth_still_owes_its_step(
     assert scope.cancelled_caught
     assert (await run_of(w, run_id)).status is RunStatus.DONE
     assert w.worker.evidence_debt == {run_id: 0}
+
+
+async def test_seed000_a_hop_cancelled_after_truth_written_with_its_step_owes_nothing(
+    ledger: Ledger,
+) -> None:
+    """An idle writer's hop settles with its terminal Step (issue 17): a cancellation
+    at the same point finds the evidence already durable, nothing is owed."""
+    w = world_on(ledger)
+    run_id = await admit(w, "echo")
+    with anyio.CancelScope() as scope:
+        w.faults.observe(faults.SETTLE_TERMINAL_COMMITTED, scope.cancel)
+        await w.worker.perform_run(run_id, 0)
+    assert (await run_of(w, run_id)).status is RunStatus.DONE
+    assert await terminal_steps(w, run_id) == ["run.done"]
+    assert w.worker.evidence_debt == {}
+    assert await w.ledger.evidence_debts(None, 10) == []

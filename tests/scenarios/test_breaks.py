@@ -318,7 +318,7 @@ def test_a_session_fence_forgotten_in_engine_and_ledger_is_caught() -> None:
     """no_session_fence (issue 15, M11): the ledger refuses a second open Run of a
     session itself, so the break forgets the fence in both places (its companion
     patches the memory ledger's check); the checker then sees two open Runs."""
-    broken = run_simulation(42, "basic", "swarm", break_name="no_session_fence")
+    broken = run_simulation(61, "basic", "swarm", break_name="no_session_fence")
     assert not broken.ok and broken.violation is not None
     assert broken.violation.invariant == "session_fence", broken.violation
-    assert run_simulation(42, "basic", "swarm").ok
+    assert run_simulation(61, "basic", "swarm").ok

@@ -76,8 +76,32 @@ def test_window_effect_applied_fails_as_lost_and_never_applies_twice() -> None:
     assert r.effects == {f"{run.id}:deliver": 1}
 
 
-def test_window_settle_terminal_committed_repairs_the_terminal_step_once() -> None:
+def test_window_settle_terminal_committed_keeps_the_step_written_with_truth() -> None:
+    """An idle Step writer hands the terminal Step to settle_run (issue 17): truth and
+    evidence commit together, so this crash leaves nothing to repair."""
     r = crash_at(faults.SETTLE_TERMINAL_COMMITTED, "echo")
+    run = the_run(r)
+    assert run.status is RunStatus.DONE
+    assert r.ledger is not None
+    terminal = [s for s in r.ledger.steps if s.kind == "run.done"]
+    assert len(terminal) == 1 and terminal[0].data.get("repaired") is None
+    assert r.ledger.steps[-1] == terminal[0]
+    assert startups(r)[1]["repaired"] == 0
+
+
+def test_window_settle_terminal_committed_repairs_a_step_settled_without() -> None:
+    """A hop whose writer latched an earlier failure settles alone: the window
+    between truth and its terminal Step is still there, and the Step is repaired
+    exactly once after the crash."""
+    plan = FaultPlan(faults=[
+        PlannedFault(trigger=AtPoint(point="steps.append", nth=1),
+                     fault=FaultKind.STEP_APPEND_FAIL),
+        PlannedFault(trigger=AtPoint(point=faults.SETTLE_TERMINAL_COMMITTED, nth=1),
+                     fault=FaultKind.CRASH),
+    ])
+    r = run_simulation(1, window_scenario("echo"), "calm", plan)
+    assert r.ok, (r.invariant, r.error, r.violation)
+    assert r.coverage["fires"].get(faults.SETTLE_TERMINAL_COMMITTED) == 1
     run = the_run(r)
     assert run.status is RunStatus.DONE
     assert r.ledger is not None

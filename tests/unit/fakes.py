@@ -20,7 +20,7 @@ from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.engine import RunEngine
 from runtime.errors import BrokerUnavailable
 from runtime.hop import HopContext
-from runtime.models import LedgerDump
+from runtime.models import LedgerDump, Settlement
 from runtime.patterns import default_registry
 from runtime.registry import Node, Pattern, QueueRouter, WorkflowRegistry
 from runtime.seams import Deps, HopHandler, JobInfo
@@ -229,3 +229,10 @@ def pattern_of(name: str, *bodies: NodeBody, version: int = 1, queue: str | None
         nodes=tuple(Node(f"n{i}", body) for i, body in enumerate(bodies)),
         queue=queue,
     )
+
+
+async def settle_alone(self: Any, settlement: Settlement) -> None:
+    """`HopEvents.fold_terminal` of a hop whose Step writer is not idle: it settles
+    alone and its terminal Step follows through the writer (the window between
+    truth and evidence that an idle writer's hop no longer has, issue 17)."""
+    return None

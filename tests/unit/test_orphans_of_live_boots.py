@@ -14,12 +14,13 @@ import pytest
 
 from runtime import faults
 from runtime.cancel import Canceller
+from runtime.events.hop import HopEvents
 from runtime.models import RunStatus
 from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.orphans import LOST, OrphanVerdict, recover_orphan
 from runtime.recovery.reconcile import reconcile_runs
 from runtime.recovery.relay import Relays
-from tests.unit.fakes import World
+from tests.unit.fakes import World, settle_alone
 from tests.unit.waitkit import Crash, admit, crash_hop, reboot, run_of, tables, wait_world
 
 pytestmark = pytest.mark.anyio
@@ -143,11 +144,16 @@ async def test_a_boot_whose_renewal_is_still_retrying_judges_nobody() -> None:
     assert await own.renew_once() is False and not own.steady()  # it had lapsed: start over
 
 
-async def test_with_a_lease_the_relay_pays_a_dead_boots_recorded_evidence_debt() -> None:
+async def test_with_a_lease_the_relay_pays_a_dead_boots_recorded_evidence_debt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Boot-1 settled a Run and died before its terminal Step; no restart follows (a
     peer already serves, as a zombie's successor does). The peer's relay writes the
     Step once the Run has been terminal for a lease, not before (found by the
-    simulator's zombies scenario: a DONE Run without its terminal Step after heal)."""
+    simulator's zombies scenario: a DONE Run without its terminal Step after heal).
+    The hop settles alone, as one whose Step writer is not idle does: an idle one
+    writes the Step with truth (issue 17) and leaves no such window."""
+    monkeypatch.setattr(HopEvents, "fold_terminal", settle_alone)
     w = wait_world()
     w.faults.raise_at(faults.SETTLE_TERMINAL_COMMITTED, Crash())
     run_id = await admit(w, "echo")
