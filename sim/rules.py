@@ -71,7 +71,7 @@ RULES: tuple[Rule, ...] = (
          "changed, HELD with and without a hook; in one Vessel or two) admit exactly one Run: "
          "the same content gets its id, changed content a conflict",
          ("idempotent_admission",), ("admission_race",),
-         (_b("admission_key_upserted", "admission_race", 3),)),
+         (_b("admission_key_upserted", "admission_race", 2),)),
     Rule("admission.racing_vessel_is_a_replay", S000, "Admission and exact claim",
          "a Vessel that finds its key admitted by another at the same instant carries on as "
          "the creator only on its own records (Run and delivery): an admission HELD for "

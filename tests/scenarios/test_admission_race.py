@@ -28,8 +28,9 @@ def test_racing_submissions_of_one_key_admit_one_run_and_refuse_other_content() 
 
 
 def test_an_admission_upsert_is_caught_when_two_vessels_race_a_key() -> None:
-    assert run_simulation(3, "admission_race", "swarm").ok
-    result = run_simulation(3, "admission_race", "swarm", break_name="admission_key_upserted")
+    # Seeds re-pinned when the terminal Step joined settle_run (86549a5) changed traces.
+    assert run_simulation(2, "admission_race", "swarm").ok
+    result = run_simulation(2, "admission_race", "swarm", break_name="admission_key_upserted")
     assert result.invariant == "idempotent_admission", (result.invariant, result.violation)
 
 
@@ -41,7 +42,7 @@ def test_a_racing_vessel_taking_an_equal_run_for_its_own_commit_is_caught() -> N
 
 
 def test_a_held_admission_replayed_through_the_other_vessel_without_its_hook_is_refused() -> None:
-    result = run_simulation(7, "admission_race", "swarm")
+    result = run_simulation(8, "admission_race", "swarm")
     assert result.ok, (result.invariant, result.violation)
     refused = [json.loads(line)["data"] for line in result.trace_lines
                if '"outcome":"HeldWithoutOwner"' in line]
