@@ -68,6 +68,7 @@ from runtime.seams import Deps, JobStatus
 from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
 from runtime.service import rules as service_rules
+from runtime.service.errors import ServiceError
 from runtime.service.models import (
     Evidence,
     EvidenceKind,
@@ -423,6 +424,38 @@ async def _agent_refusal_raises(self: Canceller, run: Run) -> bool:
     return True
 
 
+async def _agent_sweep_stops_at_settled(self: Canceller, run: Run) -> bool:
+    """Agent job containment that stops at the Run's first settled job (a `break`
+    where the sweep should skip it), leaving a later live job running."""
+    for job in await self.deps.ledger.agent_jobs_of(run.id):
+        if job.status.terminal and job.status is not AgentJobStatus.LOST:
+            break
+        if self.deps.agents is None or not await self.deps.agents.cancel(job.id):
+            return False
+        await self.deps.ledger.record_agent_job(
+            job.id, AgentJobStatus.CANCELLED, None, self.deps.clock.now()
+        )
+    return True
+
+
+async def _attempt_sweep_stops_at_settled(self: Canceller, run: Run) -> bool:
+    """Service attempt containment that stops at the Run's first settled attempt,
+    leaving a later open attempt unsettled under CANCELLED."""
+    services = self.deps.services
+    if services is None:
+        return True
+    for attempt in await services.store.owned_by(run.id):
+        if attempt.state.terminal:
+            break
+        try:
+            after = await service_attempts.cancel(services, attempt.id)
+        except ServiceError:
+            return False
+        if not after.state.terminal:
+            return False
+    return True
+
+
 async def _children_without_consents(self: Canceller, run: Run) -> bool:
     """Child containment that leaves pending consents to `finish_cancel`'s own sweep,
     forgetting that orphan recovery fails a Run through this path too."""
@@ -646,6 +679,10 @@ RULE_BREAKS = BreakTable({
     "parent_not_fenced": (Canceller, "contain", _contain_children_only),
     "fence_only_aborting": (Canceller, "_fence_parent", _fence_only_aborting),
     "agent_refusal_raises": (Canceller, "_contain_agent_jobs", _agent_refusal_raises),
+    "agent_sweep_stops_at_settled": (Canceller, "_contain_agent_jobs",
+                                     _agent_sweep_stops_at_settled),
+    "attempt_sweep_stops_at_settled": (Canceller, "_contain_service_attempts",
+                                       _attempt_sweep_stops_at_settled),
     "fence_gives_up_on_lost_ack": (Canceller, "_fence_parent", _fence_gives_up_on_lost_ack),
     "children_without_consents": (Canceller, "contain_children", _children_without_consents),
     "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),

@@ -220,8 +220,10 @@ RULES: tuple[Rule, ...] = (
     Rule("cancel.containment_order", S000, "Cancellation, mutation, and recovery",
          "CANCELLED commits only after the parent broker job is fenced first and then every "
          "agent job, service attempt and pending consent is contained",
-         ("cancelled_after_containment",), ("cancel",),
-         (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 1))),
+         ("cancelled_after_containment",), ("cancel", "cancel_children"),
+         (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 1),
+          _b("agent_sweep_stops_at_settled", "cancel_children", 1),
+          _b("attempt_sweep_stops_at_settled", "cancel_children", 2))),
     Rule("cancel.no_effect_while_cancelling", S000, "Cancellation, mutation, and recovery",
          "a hop whose Run went CANCELLING after its claim creates no external effect: it "
          "re-reads the Run before each effect and stops unless it still holds the claim",

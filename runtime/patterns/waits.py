@@ -111,6 +111,45 @@ SERVICE_CALL = Pattern(
 )
 
 
+class ErrandsState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rounds: int = Field(default=2, ge=1, le=4, description="delegate-then-service rounds left")
+    answers: list[Any] = Field(default_factory=list)
+
+
+async def _errand_delegate(ctx: HopContext, state: ErrandsState) -> tuple[ErrandsState, Any]:
+    return state, AwaitDelegate(then="errand_service", request={"task": "fetch"})
+
+
+async def _errand_service(ctx: HopContext, state: ErrandsState) -> tuple[ErrandsState, Any]:
+    job = ctx.agent_job
+    assert job is not None, "a resumed errand always carries its terminal job"
+    # An errand tolerates a failed child: it notes the outcome and goes on, so the
+    # Run keeps owning more children (the point of the pattern).
+    state = state.model_copy(update={"answers": [*state.answers, job.status.value]})
+    return state, AwaitService(then="errand_done", binding=RENDER, request={"task": "render"})
+
+
+async def _errand_done(ctx: HopContext, state: ErrandsState) -> tuple[ErrandsState, Any]:
+    attempt = ctx.service_attempt
+    assert attempt is not None, "a resumed errand always carries its terminal attempt"
+    state = state.model_copy(update={"answers": [*state.answers, attempt.state.value],
+                                     "rounds": state.rounds - 1})
+    if state.rounds > 0:
+        return state, Goto("errand_delegate")
+    return state, End(result={"answers": state.answers})
+
+
+ERRANDS = Pattern(
+    name="errands", version=1, state_model=ErrandsState,
+    nodes=(Node("errand_delegate", _errand_delegate), Node("errand_service", _errand_service),
+           Node("errand_done", _errand_done)),
+)
+"""Rounds of a delegated job then a service call: one Run owns several agent jobs and
+several attempts, the earlier ones terminal (what a cancel's sweep must walk past)."""
+
+
 class HardwareNeeds(HardwareState):
     needs: list[str] = Field(default_factory=lambda: ["gpu"])
     used: list[str] = Field(default_factory=list)

@@ -18,7 +18,8 @@
   its claim committed (pause here, act, resume): the hop then runs its nodes
   for a Run gone CANCELLING and must create no effect;
 - `cancel_children`: Runs parked on agent jobs and service attempts, or running,
-  cancelled by an operator who targets exactly those while the agent runtime
+  some (`errands`) owning several jobs and attempts of which the earlier are
+  terminal, cancelled by an operator who targets exactly those while the agent runtime
   often refuses a cancel and abort acknowledgements are often lost; a cancel
   left CANCELLING is sent again until it settles (containment of children,
   the abort-acknowledgement path, the retried sweep);
@@ -62,6 +63,8 @@ def content(world: World, pattern: str) -> dict[str, Any]:
         return {"task": rng.choice(("summarise", "translate", "search"))}
     if pattern == "service_call":
         return {"task": rng.choice(("render", "transcode", "synthesize"))}
+    if pattern == "errands":
+        return {"rounds": rng.choice((2, 3, 4))}
     if pattern == "hardware":
         n = rng.choice((1, 2, 3, 4, 9, 10))
         cap = rng.choice(CAPABILITIES)
@@ -183,8 +186,16 @@ async def _children_drive(world: World) -> None:
     world.provider.configure(world.streams.workload)
     operator = Operator(world, share=0.0, reread=0.3)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_child_canceller, world, operator, anyio.current_time() + 400.0)
-        await submit_stream(world, ("delegate", "service_call", "two_step"), content)
+        until = anyio.current_time() + 400.0
+        tg.start_soon(_child_canceller, world, operator, until)
+        await submit_stream(world, ("delegate", "service_call", "two_step", "errands", "errands"),
+                            content)
+        # The canceller outlives the stream while errands are still on their later
+        # rounds (the cancels that find settled children before a live one).
+        while anyio.current_time() < until and any(
+                r.pattern == "errands" and r.status in CHILD_WAITS
+                for r in world.ledger.run_table.values()):
+            await anyio.sleep(5.0)
         tg.cancel_scope.cancel()
 
 
@@ -195,10 +206,32 @@ async def _child_canceller(world: World, operator: Operator, until: float) -> No
     while anyio.current_time() < until:
         await anyio.sleep(round(rng.uniform(2.0, 10.0), 3))
         runs = sorted(world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id))
-        targets = [r.id for r in runs if r.status in CHILD_WAITS]
+        # An errand only once it is past its first round: its sweep must walk past
+        # the settled children to the live one (a sweep that stops at the first
+        # settled child leaves the live one running under CANCELLED).
+        targets = [r.id for r in runs if r.status in CHILD_WAITS
+                   and (r.pattern != "errands" or _settled_children(world, r.id))]
         if not targets:
             continue
+        seasoned = [r for r in runs if r.id in targets and _settled_children(world, r.id)]
+        if seasoned and rng.random() < SEASONED_SHARE:
+            # A wait first, then a Run of it: a live agent job and a live attempt
+            # behind settled ones are both met, however long either kind lasts.
+            waits = sorted({r.status for r in seasoned}, key=lambda s: s.value)
+            wait = rng.choice(waits)
+            targets = [r.id for r in seasoned if r.status is wait]
         await cancel_until_settled(world, operator, rng.choice(targets), tries=3)
+
+
+SEASONED_SHARE = 0.8
+"""Share of the child canceller's picks made among Runs that already own a settled child."""
+
+
+def _settled_children(world: World, run_id: UUID) -> bool:
+    """The Run owns a settled service attempt: an errand past its first round (its
+    first agent job and attempt settled, the next job or attempt live)."""
+    return any(a.owner.run_id == run_id and a.state.terminal
+               for a in world.services.attempt_table.values())
 
 
 async def cancel_until_settled(world: World, operator: Operator, run_id: UUID,
