@@ -244,7 +244,7 @@ RULES: tuple[Rule, ...] = (
          "whatever a cancel answers, it has fenced the broker's parent job first: a live job "
          "is sent its abort (an aborting one is not re-aborted), never left to finish alone",
          ("cancel_fences_parent",), ("cancel_children",),
-         (_b("fence_only_aborting", "cancel_children", 5),)),
+         (_b("fence_only_aborting", "cancel_children", 2),)),
     Rule("cancel.refusal_is_cancelling", S000, "Cancellation, mutation, and recovery",
          "a child that refuses its cancel (the agent runtime's refusal, a service attempt's "
          "ServiceError) leaves an honest, retryable CANCELLING: the cancel answers, it does "
