@@ -223,7 +223,7 @@ RULES: tuple[Rule, ...] = (
          ("cancelled_after_containment",), ("cancel", "cancel_children"),
          (_b("no_containment", "cancel", 1), _b("parent_not_fenced", "cancel", 1),
           _b("agent_sweep_stops_at_settled", "cancel_children", 1),
-          _b("attempt_sweep_stops_at_settled", "cancel_children", 2))),
+          _b("attempt_sweep_stops_at_settled", "cancel_children", 5))),
     Rule("cancel.no_effect_while_cancelling", S000, "Cancellation, mutation, and recovery",
          "a hop whose Run went CANCELLING after its claim creates no external effect: it "
          "re-reads the Run before each effect and stops unless it still holds the claim",
@@ -234,7 +234,7 @@ RULES: tuple[Rule, ...] = (
          "fault in its way, commits CANCELLED rather than answering CANCELLING",
          ("cancel_completes",), ("cancel", "cancel_children"),
          (_b("cancel_never_completes", "cancel", 1),
-          _b("fence_gives_up_on_lost_ack", "cancel_children", 4))),
+          _b("fence_gives_up_on_lost_ack", "cancel_children", 5))),
     Rule("recovery.lost_after_containment", S000, "Cancellation, mutation, and recovery",
          "an orphan failed as lost or abandoned has its correlated children contained first: "
          "no pending consent, running agent job or open service attempt outlives the failure",

@@ -41,7 +41,7 @@ from uuid import UUID
 import anyio
 
 from runtime.adapters.memory.broker import MemoryBroker
-from runtime.models import RunStatus
+from runtime.models import Run, RunStatus
 from runtime.registry import QUEUES
 from sim.checker import waits_without_proof
 from sim.clock import VirtualClock
@@ -210,7 +210,7 @@ async def _child_canceller(world: World, operator: Operator, until: float) -> No
         # the settled children to the live one (a sweep that stops at the first
         # settled child leaves the live one running under CANCELLED).
         targets = [r.id for r in runs if r.status in CHILD_WAITS
-                   and (r.pattern != "errands" or _settled_children(world, r.id))]
+                   and (r.pattern != "errands" or _errand_ripe(world, r))]
         if not targets:
             continue
         seasoned = [r for r in runs if r.id in targets and _settled_children(world, r.id)]
@@ -225,6 +225,16 @@ async def _child_canceller(world: World, operator: Operator, until: float) -> No
 
 SEASONED_SHARE = 0.8
 """Share of the child canceller's picks made among Runs that already own a settled child."""
+
+
+def _errand_ripe(world: World, run: Run) -> bool:
+    """An errand is cancelled only past its first round; one of three rounds (odd
+    `rounds`) only while it waits on a later attempt, so cancels at a later agent
+    job do not use up every errand before its second attempt."""
+    if not _settled_children(world, run.id):
+        return False
+    return run.intent.content.get("rounds", 2) % 2 == 0 or \
+        run.status is RunStatus.AWAITING_SERVICE
 
 
 def _settled_children(world: World, run_id: UUID) -> bool:
