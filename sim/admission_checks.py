@@ -66,6 +66,9 @@ INVARIANTS = (
      "RetentionFailed only when its held generation is FAILED (another owner failed it) or a "
      "fault struck the release: never for an admission that was released and goes on",
      "seed 000 'Admission and exact claim' (HELD until the caller-retention hook ran)"),
+    ("replay_not_created", "a submit answers created=True only when this call admitted the "
+     "Run: a keyed Run committed before the call began is a replay (created=False)",
+     "seed 000 'Admission and exact claim' (a replay returns the existing Run)"),
     ("admission_locks_released", "after heal no live boot holds or keeps a per-key admission "
      "or evidence-repair lock: a key's lock is dropped once nobody holds or waits on it",
      "runtime/sessions.py KeyedLocks; seed 000 'Admission and exact claim'"),
@@ -108,6 +111,17 @@ class AdmissionChecks:
     def submit_returned(self, submission: Submission, since: int) -> None:
         """admission_publishes, as a submit returns; `since` is the trace length at its start."""
         self.checker._guarded(lambda: self._publishes(submission, since))
+        self.checker._guarded(lambda: self._replay_not_created(submission, since))
+
+    def _replay_not_created(self, submission: Submission, since: int) -> None:
+        if not submission.created:
+            return
+        run_id = str(submission.run.id)
+        before = self.checker.world.trace.lines[:since]
+        if any('"tx.admit_run"' in line and run_id in line and '"changed":true' in line
+               for line in before):
+            self.checker.fail("replay_not_created", f"submit answered created=True for Run "
+                              f"{run_id}, admitted before the call began", run=run_id)
 
     def _publishes(self, submission: Submission, since: int) -> None:
         world = self.checker.world

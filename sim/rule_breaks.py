@@ -28,7 +28,7 @@ from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
 from runtime.cancel import Canceller
-from runtime.engine import RunEngine
+from runtime.engine import RunEngine, Submission
 from runtime.errors import (
     BrokerUnavailable,
     IdempotencyConflict,
@@ -151,6 +151,13 @@ async def _publish_marks_on_failure(self: RunEngine, delivery: RunDelivery) -> R
     marked = await self.deps.ledger.mark_published(
         delivery.run_id, delivery.seq, self.deps.clock.now())
     return marked or result
+
+
+async def _replay_answers_created(self: RunEngine, prior: Run, intent: Intent,
+                                  retain: Any) -> Submission:
+    """A replay that returns the existing Run but tells its caller it was created."""
+    got = await RULE_BREAKS.unbroken(_replay_answers_created)(self, prior, intent, retain)
+    return dataclasses.replace(got, created=True)
 
 
 async def _publish_unless_submitting(self: RunEngine, delivery: RunDelivery) -> RunDelivery:
@@ -663,6 +670,7 @@ RULE_BREAKS = BreakTable({
     "session_fence_in_process": (MemoryLedger, "_session_busy", _session_never_busy),
     "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),
     "submit_leaves_publish_to_relay": (RunEngine, "publish", _publish_unless_submitting),
+    "replay_answers_created": (RunEngine, "_replay", _replay_answers_created),
     "invalid_intent_unreported": (engine_module, "validated_intent", _validated_unreported),
     "admission_locks_kept": (KeyedLocks, "hold", _hold_never_dropped),
     "sessionless_fenced": (RunEngine, "_fence_session", _fence_sessionless_too),

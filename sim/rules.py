@@ -106,6 +106,10 @@ RULES: tuple[Rule, ...] = (
          "before it returns, a replay too for a delivery it finds PENDING; only a failed "
          "publish or acknowledgement leaves the hop to the delivery relay",
          ("admission_publishes",), ("basic",), (_b("submit_leaves_publish_to_relay", "basic", 1),)),
+    Rule("admission.replay_not_created", S000, "Admission and exact claim",
+         "a replay of a keyed admission returns the existing Run and says so: created=True "
+         "only for the call that admitted it",
+         ("replay_not_created",), ("basic",), (_b("replay_answers_created", "basic", 1),)),
     Rule("admission.retention_failure_is_true", S000, "Admission and exact claim",
          "a caller is told its retention failed only when the held generation was settled "
          "FAILED (by its own failure or another owner's) or its release was struck by a "
