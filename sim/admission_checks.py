@@ -42,7 +42,7 @@ import anyio
 from runtime.engine import Submission
 from runtime.errors import IdempotencyConflict, InvalidIntent, SessionBusy
 from runtime.events import repair
-from runtime.models import DeliveryState, Intent, RunDelivery, RunStatus
+from runtime.models import DeliveryState, Intent, Run, RunDelivery, RunStatus
 from runtime.sessions import KeyedLocks
 
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ INVARIANTS = (
     ("replay_not_created", "a submit answers created=True only when this call admitted the "
      "Run: a keyed Run committed before the call began is a replay (created=False)",
      "seed 000 'Admission and exact claim' (a replay returns the existing Run)"),
+    ("scope_names_caller", "a keyed Run is admitted under its caller's idempotency scope "
+     "(source:sigil, stored with the Run beside its key); a keyless Run has "
+     "none", "seed 000 'Admission and exact claim' (a scoped idempotency key)"),
     ("admission_locks_released", "after heal no live boot holds or keeps a per-key admission "
      "or evidence-repair lock: a key's lock is dropped once nobody holds or waits on it",
      "runtime/sessions.py KeyedLocks; seed 000 'Admission and exact claim'"),
@@ -105,6 +108,15 @@ class AdmissionChecks:
         if d.state in open_states and d.held_by is not None:
             self.checker.fail("held_names_owner", f"delivery {d.key} is {d.state.value} yet "
                               f"names a retention owner {d.held_by!r}", key=d.key)
+
+    def scope_names_caller(self, run: Run) -> None:
+        """scope_names_caller, as a Run is first written."""
+        intent = run.intent
+        expected = f"{intent.source}:{intent.sigil}" if run.idempotency_key else None
+        if run.idempotency_scope != expected:
+            self.checker.fail("scope_names_caller", f"Run {run.id} admitted with idempotency "
+                              f"scope {run.idempotency_scope!r}, not {expected!r}",
+                              run=str(run.id))
 
     # -- at the client --------------------------------------------------------------
 

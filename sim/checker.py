@@ -424,6 +424,7 @@ class Checker:
 
     def _run_changed(self, prev: Run | None, run: Run) -> None:
         if prev is None:
+            self.admission_checks.scope_names_caller(run)
             return
         self.window_checks.run_changed(run)
         if prev.status.terminal and prev != run:

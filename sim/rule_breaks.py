@@ -194,6 +194,14 @@ def _records_without_holder(
     return run, delivery.model_copy(update={"held_by": None})
 
 
+def _records_unscoped(
+    self: RunEngine, intent: Intent, run_id: UUID | None, held: bool
+) -> tuple[Run, RunDelivery]:
+    """The admission's records with a keyed Run's idempotency scope left out."""
+    run, delivery = RULE_BREAKS.unbroken(_records_unscoped)(self, intent, run_id, held)
+    return run.model_copy(update={"idempotency_scope": None}), delivery
+
+
 def _validated_unreported(intent: Intent) -> Intent:
     """The admission edge's re-validation, with pydantic's error passed on as it is
     instead of the InvalidIntent naming the field."""
@@ -675,6 +683,7 @@ RULE_BREAKS = BreakTable({
     "admission_locks_kept": (KeyedLocks, "hold", _hold_never_dropped),
     "sessionless_fenced": (RunEngine, "_fence_session", _fence_sessionless_too),
     "held_without_owner": (RunEngine, "_records", _records_without_holder),
+    "keyed_run_unscoped": (RunEngine, "_records", _records_unscoped),
     "retention_refused_after_release": (RunEngine, "_still_admitted",
                                         staticmethod(_refuse_unless_failed)),
     "conflict_without_key": (engine_module, "IdempotencyConflict", _conflict_without_key),

@@ -110,6 +110,10 @@ RULES: tuple[Rule, ...] = (
          "a replay of a keyed admission returns the existing Run and says so: created=True "
          "only for the call that admitted it",
          ("replay_not_created",), ("basic",), (_b("replay_answers_created", "basic", 1),)),
+    Rule("admission.scoped_key", S000, "Admission and exact claim",
+         "a keyed Run is stored under its caller's idempotency scope (source and sigil); a "
+         "keyless one under none",
+         ("scope_names_caller",), ("basic",), (_b("keyed_run_unscoped", "basic", 1),)),
     Rule("admission.retention_failure_is_true", S000, "Admission and exact claim",
          "a caller is told its retention failed only when the held generation was settled "
          "FAILED (by its own failure or another owner's) or its release was struck by a "
