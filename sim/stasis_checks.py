@@ -186,9 +186,8 @@ class StasisChecks:
                               run=str(run.id))
 
     def _delegate_failed(self, run: Run, error: str) -> None:
-        words = error.split()  # "RuntimeError: delegated job <id> ended <STATUS>"
-        job = self._agent_job(words[3] if len(words) > 5 else None)
-        ended = words[5] if len(words) > 5 else None
+        owner, ended = _ended(error)  # "RuntimeError: delegated job <id> ended <STATUS>"
+        job = self._agent_job(owner)
         if job is None or job.run_id != run.id or job.status.value != ended \
                 or (job.status is AgentJobStatus.SUCCEEDED and job.result is not None):
             self.checker.fail("wait_result_is_owner", f"delegate Run {run.id} failed as "
@@ -208,9 +207,8 @@ class StasisChecks:
                               run=str(run.id))
 
     def _service_failed(self, run: Run, error: str) -> None:
-        words = error.split()  # "RuntimeError: service attempt <id> ended <STATE>"
-        attempt = self._attempt(words[3] if len(words) > 5 else None)
-        ended = words[5] if len(words) > 5 else None
+        owner, ended = _ended(error)  # "RuntimeError: service attempt <id> ended <STATE>"
+        attempt = self._attempt(owner)
         if attempt is None or attempt.owner.run_id != run.id \
                 or attempt.state.value != ended or attempt.state is ServiceState.SUCCEEDED:
             self.checker.fail("wait_result_is_owner", f"service_call Run {run.id} failed as "
@@ -282,3 +280,10 @@ class StasisChecks:
                 self.checker.fail("verdict_honoured", f"consent {consent.id} of "
                                   f"{consent.owner!r} was decided by {consent.decided_by!r}",
                                   consent=str(consent.id))
+
+
+def _ended(error: str) -> tuple[str | None, str | None]:
+    """The owner id and final state named by a wait's failure, "<Error>: <noun> <noun>
+    <id> ended <STATE>" (the form runtime/stasis writes); (None, None) otherwise."""
+    words = error.split()
+    return (words[3], words[5]) if len(words) > 5 else (None, None)
