@@ -51,6 +51,7 @@ from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
 from sim.startup_checks import StartupChecks
 from sim.stasis_checks import INVARIANTS as STASIS_INVARIANTS
 from sim.stasis_checks import StasisChecks
+from sim.tracked import TrackedTable
 from sim.work_checks import INVARIANTS as JOB_INVARIANTS
 from sim.work_checks import JobChecks, ServiceChecks
 
@@ -291,11 +292,33 @@ def _brief(record: Run | RunDelivery | None) -> dict[str, Any] | None:
             "boot": record.claimed_boot}
 
 
+def _seen(table: dict[Any, Any], copy: dict[Any, Any], read: TrackedTable[Any, Any] | None,
+          changed: Collection[Any], gone: Collection[Any]) -> TrackedTable[Any, Any] | None:
+    """Bring the checker's `copy` of `table` up to it; return the TrackedTable it now
+    mirrors, or None when the caller must copy the table whole (a plain dict)."""
+    if not isinstance(table, TrackedTable):
+        return None
+    if table is read:
+        for key in changed:
+            copy[key] = table[key]
+        for key in gone:
+            copy.pop(key, None)
+    else:  # first read of this table: copy it whole, in place
+        copy.clear()
+        copy.update(table)
+    table.settle()
+    return table
+
+
 class Checker:
     def __init__(self, world: World) -> None:
         self.world = world
         self.runs: dict[UUID, Run] = {}
         self.deliveries: dict[tuple[UUID, int], RunDelivery] = {}
+        self._read_r: TrackedTable[UUID, Run] | None = None
+        self._read_d: TrackedTable[tuple[UUID, int], RunDelivery] | None = None
+        """The TrackedTables `runs` and `deliveries` are copies of, as of their last
+        `settle()` (None: the tables are plain dicts, or not read yet)."""
         self.violations: list[Violation] = []
         self.transactions = 0
         self.late_jobs: dict[str, tuple[int, int]] = {}
@@ -368,16 +391,27 @@ class Checker:
 
     def _diff(self) -> tuple[list[tuple[UUID, int]], Collection[tuple[UUID, int]],
                              list[UUID], Collection[UUID]]:
-        """Delivery and Run rows added or changed, and removed, since the last write."""
+        """Delivery and Run rows added or changed, and removed, since the last write.
+
+        Tables that are TrackedTables (the world's, sim/tracked.py) and that this
+        checker has read before are read only at the keys written since; any other
+        table is scanned whole. Both give the same rows in the same order."""
         deliveries, runs = self.world.ledger.delivery_table, self.world.ledger.run_table
-        before_d, before_r = self.deliveries, self.runs
-        changed_d = [key for key, d in deliveries.items() if before_d.get(key) is not d]
-        changed_r = [rid for rid, run in runs.items() if before_r.get(rid) is not run]
-        gone_d = before_d.keys() - deliveries.keys() if len(before_d) + len(changed_d) > \
-            len(deliveries) else ()
-        gone_r = before_r.keys() - runs.keys() if len(before_r) + len(changed_r) > \
-            len(runs) else ()
+        changed_d, gone_d = self._table_diff(deliveries, self.deliveries, self._read_d)
+        changed_r, gone_r = self._table_diff(runs, self.runs, self._read_r)
         return changed_d, gone_d, changed_r, gone_r
+
+    @staticmethod
+    def _table_diff(table: dict[Any, Any], before: dict[Any, Any],
+                    read: dict[Any, Any] | None) -> tuple[list[Any], Collection[Any]]:
+        if isinstance(table, TrackedTable) and table is read:
+            dirty = table.dirty
+            changed = table.in_order(
+                k for k in dirty if k in table and before.get(k) is not table[k])
+            return changed, {k for k in dirty if k in before and k not in table}
+        changed = [key for key, row in table.items() if before.get(key) is not row]
+        gone = before.keys() - table.keys() if len(before) + len(changed) > len(table) else ()
+        return changed, gone
 
     def _structure_after_write(
         self,
@@ -389,8 +423,14 @@ class Checker:
         """The structural invariants over the Runs this write touched; then this
         write's records become the ones the next write is compared with."""
         touched = self._reindex(changed_d, gone_d, changed_r, gone_r)
-        self.runs = dict(self.world.ledger.run_table)
-        self.deliveries = dict(self.world.ledger.delivery_table)
+        ledger = self.world.ledger
+        self._read_r = _seen(ledger.run_table, self.runs, self._read_r, changed_r, gone_r)
+        self._read_d = _seen(
+            ledger.delivery_table, self.deliveries, self._read_d, changed_d, gone_d)
+        if self._read_r is None:
+            self.runs = dict(ledger.run_table)
+        if self._read_d is None:
+            self.deliveries = dict(ledger.delivery_table)
         if touched:
             self._check_structure(touched)
 

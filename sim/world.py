@@ -43,6 +43,7 @@ from sim.provider import SimDriver, SimProvider, SimServiceStore
 from sim.retry_checks import RetryWatch
 from sim.rng import SeededEntropy, Streams
 from sim.trace import Trace
+from sim.tracked import TrackedTable
 
 if TYPE_CHECKING:
     from sim.checker import Checker
@@ -343,6 +344,9 @@ class World:
 
         self.entropy = SeededEntropy(self.streams.ids)
         self.ledger.services = self.services  # one database: the owner CAS reads attempts
+        # The checker reads only the Run and delivery rows each write touched (sim/tracked.py).
+        self.ledger.run_table = TrackedTable(self.ledger.run_table)
+        self.ledger.delivery_table = TrackedTable(self.ledger.delivery_table)
         self.broker = MemoryBroker(self.clock)
         self.checker = Checker(self)
         self.agents = SimAgentRuntime(self)
