@@ -71,6 +71,7 @@ CANCEL_ACK_POLL_S = 0.5
 TERMINAL_STEP_KINDS = frozenset({"run.done", "run.failed", "run.cancelled"})
 
 _EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
+                    '"point":"ledger.append_steps"',
                     '"point":"steps.append"', '"event":"boot.crash"')
 """Trace marks of a fault that may keep a repair from writing its Step."""
 
@@ -375,7 +376,7 @@ class Checker:
             return
         with contextlib.suppress(_Stop):
             self._after_transaction()
-            if name == "append_step":
+            if name in ("append_step", "append_steps"):
                 self._check_terminal_steps()
             self._app_checks(False)
 

@@ -42,6 +42,7 @@ EPS = 1e-6
 HEARTBEAT_WINDOW_S = 120.0
 """The broker's heartbeat timeout: a stall within it may have let the job's heartbeat lapse."""
 EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
+                   '"point":"ledger.append_steps"',
                    '"point":"steps.append"', '"event":"boot.crash"', '"event":"boot.partition"')
 """A partition (FaultKind.BOOT_PARTITION) fails a boot's Step appends like an outage."""
 

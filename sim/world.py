@@ -36,7 +36,14 @@ from runtime.service import ServiceAttemptStore, ServiceContext
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
 from sim.faults.injector import Injector
-from sim.faults.proxies import CheckpointStuck, SimBroker, SimEffects, SimFaultPoints, SimLedger
+from sim.faults.proxies import (
+    CheckpointStuck,
+    SimBatchLedger,
+    SimBroker,
+    SimEffects,
+    SimFaultPoints,
+    SimLedger,
+)
 from sim.leased import SimModel
 from sim.processes import Incarnation
 from sim.provider import SimDriver, SimProvider, SimServiceStore
@@ -75,10 +82,11 @@ class Boot(Incarnation):
         self.ready = False
         self.scope = anyio.CancelScope()
         self.tg: anyio.abc.TaskGroup | None = None
+        sim_ledger = (SimBatchLedger if world.group_commit else SimLedger)(self, world.ledger)
         self.deps = Deps(
             clock=world.clock,
             entropy=world.entropy,
-            ledger=cast(Ledger, RetryWatch(retried(SimLedger(self, world.ledger), world.entropy),
+            ledger=cast(Ledger, RetryWatch(retried(sim_ledger, world.entropy),
                                            world.checker.retry_checks)),
             broker=SimBroker(self, world.broker),
             faults=SimFaultPoints(self),
@@ -327,6 +335,8 @@ class World:
     vessels: int = 1
     """Vessel processes serving the one database at once, each restarted after a death."""
     event_limits: tuple[int, int] | None = None
+    group_commit: bool = False
+    """Boots' ledgers offer `append_steps`, so Step writers group-commit (SimBatchLedger)."""
     """(replay, queue) limits of every boot's event channels instead of the runtime's
     (256 each): the events scenario reaches its resync boundaries with fewer tokens."""
     writer: Boot | None = None

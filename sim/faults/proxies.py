@@ -143,6 +143,11 @@ LEDGER_WRITES = (
 )
 
 
+STEP_WRITES = frozenset({"append_step", "append_steps"})
+"""The Step writer's appends: they meet its own faults (stall, failed append) and are
+not traced as transactions (a hop's Steps would drown the trace)."""
+
+
 STALE_HOP: ContextVar[str | None] = ContextVar("stale_hop", default=None)
 """The hop key a stale redelivery (FaultKind.STALE_REDELIVERY) runs under, in the
 tasks of that redelivery only."""
@@ -185,7 +190,7 @@ class SimLedger(_Guarded):
         self.boot.check_alive()
         self._refuse_partitioned(name)
         self._refuse_during_outage(name)
-        if name == "append_step":
+        if name in STEP_WRITES:
             await self._step_faults()
         kinds = self._kinds(write)
         if name == "delete_checkpoint":
@@ -334,7 +339,7 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         if name == "page_runs":
             self.world.checker.on_page(self.boot.number, args[0], result)
         changed = result is not None and result is not False
-        if write and name != "append_step":
+        if write and name not in STEP_WRITES:
             self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args), changed=changed)
         if write and changed and self.world.leased:
             self.world.checker.on_hop_write(self.boot, name, args)
@@ -348,6 +353,17 @@ for _name in LEDGER_READS:
     setattr(SimLedger, _name, _ledger_method(_name, write=False))
 for _name in LEDGER_WRITES:
     setattr(SimLedger, _name, _ledger_method(_name, write=True))
+
+
+class SimBatchLedger(SimLedger):
+    """A SimLedger that also offers `append_steps`, so the Step writer group-commits
+    (runtime.events.writer.StepBatchLedger) as it does on PostgreSQL. Only worlds
+    with `group_commit` set use it: the writer's grouping yields scheduler turns,
+    so turning it on everywhere would change every scenario's trace."""
+
+
+SimBatchLedger.append_steps = _ledger_method(  # type: ignore[attr-defined]
+    "append_steps", write=True)
 
 
 class SimBroker(_Guarded):

@@ -95,6 +95,7 @@ async def drive(world: World) -> None:
 
 def _limits(world: World) -> None:
     world.event_limits = LIMITS
+    world.group_commit = True  # the Step writer batches its appends, as on PostgreSQL
 
 
 EVENTS = register(Scenario("events", __doc__ or "", drive, settle_client, setup=_limits))
