@@ -414,11 +414,12 @@ RULES: tuple[Rule, ...] = (
          "debts, so a Run whose boot died between terminal truth and its Step (and was not "
          "restarted: a zombie's successor already serves) still gets exactly one terminal Step",
          ("terminal_evidence_once",), ("zombies", "two_vessels"),
-         # Rarer since issue 17: a hop whose Step writer is idle writes its terminal
-         # Step in the settlement's transaction, so the window exists only for a hop
-         # that settles alone (an earlier Step failed or stalled); first caught at
-         # seed 301 (none in 1-300; seed 25 before the fold).
-         (_b("recorded_evidence_left", "two_vessels", 301),)),
+         # Since issue 17 a hop whose Step writer is idle writes its terminal Step in
+         # the settlement's transaction, so the debt needs a hop that settles alone
+         # (an earlier Step failed or stalled) in a boot no startup follows: a resumed
+         # zombie killed right after (FaultKind.ZOMBIE_KILL, zombies only). Caught by
+         # zombies seeds 11, 22, 35 of 1-60 (two_vessels, without the kill: seed 301).
+         (_b("recorded_evidence_left", "zombies", 11),)),
     # -- seed 000, "Service job attempts" ------------------------------------------------
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "

@@ -155,6 +155,12 @@ class Boot(Incarnation):
     def frozen(self) -> bool:
         return trio.current_time() < self.frozen_until
 
+    @property
+    def resumed_zombie(self) -> bool:
+        """A stall of this boot ended: it was counted out (its slot started a successor)
+        and goes on beside it (FaultKind.ZOMBIE_KILL may end it)."""
+        return bool(self.stalls) and not self.frozen
+
     def partitioned(self) -> bool:
         return not self.world.injector.healed and trio.current_time() < self.partitioned_until
 

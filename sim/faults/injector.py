@@ -72,6 +72,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.PAUSE: "pause_per_point_hit",
     FaultKind.BOOT_STALL: "stall_per_point_hit",
     FaultKind.BOOT_PARTITION: "partition_per_point_hit",
+    FaultKind.ZOMBIE_KILL: "zombie_kill_per_point_hit",
     FaultKind.SLOW_RECONCILE: "slow_reconcile_per_boot",
 }
 """The option that gives each fault kind its probability per opportunity."""

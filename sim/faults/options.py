@@ -150,6 +150,11 @@ class FaultOptions(BaseModel):
         description="chance a boot freezes at a catalogued point for longer than its lease "
         "(a zombie: presumed dead, then it resumes)",
     )
+    zombie_kill_per_point_hit: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a resumed zombie (its successor already serves) is killed at a "
+        "catalogued point: what it settled since it resumed gets no startup after it",
+    )
     partition_per_point_hit: float = Field(
         default=0.0, ge=0, le=1,
         description="chance a boot alone loses the database for longer than its lease",
@@ -214,6 +219,7 @@ class FaultOptions(BaseModel):
             (FaultKind.PAUSE, self.pause_per_point_hit),
             (FaultKind.BOOT_STALL, self.stall_per_point_hit),
             (FaultKind.BOOT_PARTITION, self.partition_per_point_hit),
+            (FaultKind.ZOMBIE_KILL, self.zombie_kill_per_point_hit),
             (FaultKind.SLOW_RECONCILE, self.slow_reconcile_per_boot),
         ]
         return [kind for kind, p in pairs if p > 0]

@@ -65,6 +65,10 @@ class FaultKind(enum.StrEnum):
     """The boot freezes (every seam call waits), so its lease lapses; a successor starts."""
     BOOT_PARTITION = "boot_partition"
     """Only this boot loses the database (its ledger calls fail) for `amount` s."""
+    ZOMBIE_KILL = "zombie_kill"
+    """A zombie that resumed after its successor started is killed at a catalogued point
+    (its supervisor finally ends the old process): whatever it began since it resumed is
+    left to the relays of the boots still serving, no startup follows for it."""
     SLOW_RECONCILE = "slow_reconcile"
     """This boot's startup reconciliation takes `amount` s longer (a backlog, a slow link
     of its own): it stays live and reachable, but the lease it registered before

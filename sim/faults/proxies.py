@@ -582,10 +582,13 @@ class SimFaultPoints(_Guarded):
             else (FaultKind.CRASH, *STALLS)
         if name == RECONCILE_STARTED:
             kinds = (*kinds, FaultKind.SLOW_RECONCILE)
+        if self.boot.resumed_zombie:
+            kinds = (*kinds, FaultKind.ZOMBIE_KILL)
         pf = self._hit(name, spaced(self.world, kinds))
-        if pf is not None and pf.fault is FaultKind.CRASH:
+        if pf is not None and pf.fault in (FaultKind.CRASH, FaultKind.ZOMBIE_KILL):
             self.world.checker.on_crash_point(name, self.boot.number, context)
-            self.boot.crash(f"crash at {name}")
+            killed = "zombie killed" if pf.fault is FaultKind.ZOMBIE_KILL else "crash"
+            self.boot.crash(f"{killed} at {name}")
             raise ProcessCrashed(name)
         if pf is not None:
             await self._held(pf, name, run_id)

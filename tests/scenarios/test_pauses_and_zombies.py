@@ -73,6 +73,31 @@ def test_a_stalled_boot_is_succeeded_while_it_lives_and_then_resumes() -> None:
     raise AssertionError("no zombies seed stalled a boot")
 
 
+def test_only_a_resumed_zombie_is_killed_and_its_successor_serves_on() -> None:
+    """FaultKind.ZOMBIE_KILL (zombies): it fires only in a boot whose stall has ended,
+    and what that boot settled is left to the successor's relays, which pay its
+    evidence (the seed holds: terminal_evidence_once)."""
+    for seed in range(1, 30):
+        result = run_simulation(seed, "zombies", "swarm")
+        assert result.ok, (seed, result.invariant, result.error)
+        kills = [e for e in _events(result.trace_lines, "boot.crash")
+                 if str(e["data"]["reason"]).startswith("zombie killed")]  # type: ignore[index]
+        if not kills:
+            continue
+        stalls = _events(result.trace_lines, "boot.stall")
+        for kill in kills:
+            boot = kill["data"]["boot"]  # type: ignore[index]
+            ended = [s["t"] + s["data"]["seconds"] for s in stalls  # type: ignore[operator,index]
+                     if s["data"]["boot"] == boot]  # type: ignore[index]
+            assert ended and min(ended) <= kill["t"], (seed, kill)  # type: ignore[operator]
+            began = min(s["t"] for s in stalls if s["data"]["boot"] == boot)  # type: ignore[index,type-var]
+            successors = [e for e in _events(result.trace_lines, "boot.start")
+                          if began <= e["t"] <= kill["t"]]  # type: ignore[operator]
+            assert successors, (seed, "killed with no successor serving")
+        return
+    raise AssertionError("no zombies seed killed a resumed zombie")
+
+
 def test_a_slow_reconciliation_outlasts_the_lease_and_the_boot_renews_before_it_claims() -> None:
     """FaultKind.SLOW_RECONCILE holds a live, reachable boot in its startup for longer
     than its lease (no stall, no partition). The runtime renews before serving, so its
