@@ -303,6 +303,14 @@ async def _reports_won(self: Worker, run_id: UUID, seq: int) -> HopOutcome:
     return HopOutcome.SETTLED if outcome is HopOutcome.SKIPPED else outcome
 
 
+def _owes_from_the_claim(self: HopEvents, deps: Deps, bus: Any, run: Run, seq: int) -> None:
+    """A hop that owes its terminal Step from its claim on, not from its terminal truth:
+    a hop that parks (or is fenced) leaves an evidence debt for a live Run (caught by
+    debt_after_truth; the mutation tool's survivor `hop.py:64`, `debt = True`)."""
+    BREAKS.unbroken(_owes_from_the_claim)(self, deps, bus, run, seq)
+    self.debt = True
+
+
 async def _park_raises(self: HopEvents, status: RunStatus) -> None:
     """A park whose evidence raises out of the hop instead of being owed: the broker
     sees the hop fail (caught by hop_ends_with_an_outcome)."""
@@ -527,6 +535,7 @@ BREAKS = BreakTable({
     "heartbeat_stopped": (Worker, "_touch", _never_touch),
     "cancel_never_completes": (Canceller, "contain", _contain_then_doubt),
     "park_escapes_hop": (HopEvents, "parked", _park_raises),
+    "debt_before_truth": (HopEvents, "__init__", _owes_from_the_claim),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).

@@ -31,6 +31,8 @@ from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
 from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
 from sim.boot_checks import BootChecks
+from sim.debt_checks import INVARIANTS as DEBT_INVARIANTS
+from sim.debt_checks import DebtChecks
 from sim.event_checks import INVARIANTS as EVENT_INVARIANTS
 from sim.event_checks import Before, EventChecks
 from sim.hop_checks import INVARIANTS as HOP_INVARIANTS
@@ -265,7 +267,7 @@ INVARIANTS.update(
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
-                               *JOB_INVARIANTS, *EVENT_INVARIANTS)
+                               *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS)
 )
 
 
@@ -328,6 +330,7 @@ class Checker:
         """Hop jobs that landed behind their Run's cancellation: key -> (boot, trace index)."""
         self.job_checks = JobChecks(self)
         self.event_checks = EventChecks(self)
+        self.debt_checks = DebtChecks(self)
         self.terminal_steps: dict[UUID, tuple[int, int]] = {}
         """Per Run: Steps already scanned and terminal Steps among them."""
         self.service_checks = ServiceChecks(self)
@@ -376,6 +379,7 @@ class Checker:
             return
         with contextlib.suppress(_Stop):
             self._after_transaction()
+            self.debt_checks.after_write()
             if name in ("append_step", "append_steps"):
                 self._check_terminal_steps()
             self._app_checks(False)

@@ -448,6 +448,10 @@ RULES: tuple[Rule, ...] = (
          "after the terminal event a channel closes only once its readers drained it (or "
          "the grace expired): a reader that keeps up sees the terminal event",
          ("stream_reaches_terminal",), ("events",), (_b("close_without_grace", "events", 1),)),
+    Rule("events.debt_after_truth", S000, "Events, settlement, and waits",
+         "a Run's terminal Step is owed (an evidence debt for the relay) only once its "
+         "terminal truth committed: a hop that parks or is fenced owes nothing",
+         ("debt_after_truth",), ("consent",), (_b("debt_before_truth", "consent", 1),)),
     Rule("service.settle_on_proof", S000, "Service job attempts",
          "an attempt settles exactly on evidence that proves the outcome: a driver-proved "
          "rejection or no effect fails it, a lookup of the acknowledged job succeeds or fails "

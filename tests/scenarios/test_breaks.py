@@ -322,3 +322,12 @@ def test_a_session_fence_forgotten_in_engine_and_ledger_is_caught() -> None:
     assert not broken.ok and broken.violation is not None
     assert broken.violation.invariant == "session_fence", broken.violation
     assert run_simulation(61, "basic", "swarm").ok
+
+
+def test_a_hop_that_owes_evidence_before_its_terminal_truth_is_caught() -> None:
+    """A parked hop owes no terminal Step (sim.debt_checks, debt_after_truth): the
+    break records a debt from the claim on, so a consent park leaves one for a live Run."""
+    seed, _, message = _first_violation("consent", "debt_before_truth", range(1, 20),
+                                        "debt_after_truth")
+    assert "AWAITING_CONSENT" in message
+    assert run_simulation(seed, "consent", "swarm").ok
