@@ -824,8 +824,10 @@ class Checker:
         self.transactions += 1
         self._guarded(self.service_checks.after_write)
 
-    def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
-        self._guarded(lambda: self.job_checks.on_model_call(key, record, worker))
+    def on_model_call(self, key: CallKey, record: ModelCall, worker: str,
+                      version: str | None = None) -> None:
+        """A model call goes out from `worker`'s client of model `version`."""
+        self._guarded(lambda: self.job_checks.on_model_call(key, record, worker, version))
 
     def on_subscribe(self, name: str, after: int, found: Before, sub: Subscription | None,
                      error: BaseException | None) -> None:

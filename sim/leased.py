@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 MODEL_VERSION = "reference-1"
+CANARY_VERSION = "reference-2"
+"""A newer model one worker already runs: jobs of MODEL_VERSION are not its work."""
+SLOW_CALLS = 0.15
+"""Share of model calls that take 20-40 s: the lease is renewed while they run."""
 MODEL_KINDS = (
     FaultKind.WORKER_CRASH,
     FaultKind.MODEL_HANG,
@@ -84,24 +88,28 @@ class SimModel:
 class SimModelClient:
     """The ModelClient of one worker process."""
 
-    def __init__(self, world: World, proc: Process) -> None:
+    def __init__(self, world: World, proc: Process, version: str | None = None) -> None:
         self.world = world
         self.proc = proc
         self.model = world.model
-        self.version = self.model.version
+        self.version = version or self.model.version
         self.context_limit = self.model.context_limit
+        self.reference = (self.model.reference if self.version == self.model.version
+                          else ReferenceModelClient(self.version, self.context_limit))
 
     async def extract(self, request: ModelRequest) -> ModelReply:
         proc, world, model = self.proc, self.world, self.model
         proc.check_alive()
         key = (request.job_id, request.interpretation, request.call)
         record = ModelCall(worker=proc.id, at=anyio.current_time())
-        world.checker.on_model_call(key, record, proc.id)
+        world.checker.on_model_call(key, record, proc.id, self.version)
         model.calls[key] = record
         world.trace.emit("model", "model.call", job=request.job_id, worker=proc.id,
                          interpretation=request.interpretation, call=request.call)
         fault, _ = proc.fire("model.extract", MODEL_KINDS)
-        await anyio.sleep(round(world.streams.actors.uniform(0.5, 20.0), 3))
+        rng = world.streams.actors
+        slow = rng.random() < SLOW_CALLS
+        await anyio.sleep(round(rng.uniform(20.0, 40.0) if slow else rng.uniform(0.5, 20.0), 3))
         if fault is FaultKind.WORKER_CRASH:
             record.outcome = "crashed"
             proc.crash("crash while a model call is out")
@@ -109,7 +117,7 @@ class SimModelClient:
         if fault is FaultKind.MODEL_HANG:
             record.outcome = "hung"
             await anyio.sleep_forever()
-        reply = model.reference.reply(request)
+        reply = self.reference.reply(request)
         record.billed = reply.usage
         if fault is FaultKind.MODEL_REPLY_LOST:
             record.outcome = "lost"

@@ -43,6 +43,7 @@ from runtime.events.writer import StepWriter
 from runtime.graph.budget import HardwareBudgetExhausted, HardwareResumeBudget
 from runtime.graph.snapshots import NodeSnapshot
 from runtime.graph.transitions import NeedHardware
+from runtime.jobs import models as job_models
 from runtime.jobs import rules as job_rules
 from runtime.jobs import worker as jobs_worker
 from runtime.jobs.errors import JobError, LeaseExpired
@@ -563,6 +564,31 @@ async def _attempt_without_size_check(self: Any) -> LeasedJob:
     return await RULE_BREAKS.unbroken(_attempt_without_size_check)(self)
 
 
+class _AnyVersion:
+    """The worker's view of its model claiming whatever version the job asks for: the
+    pre-call version check never hands the attempt back."""
+
+    def __init__(self, model: Any, version: str) -> None:
+        self.model = model
+        self.version = version
+        self.context_limit = model.context_limit
+
+    async def extract(self, request: Any) -> Any:
+        return await self.model.extract(request)
+
+
+async def _attempt_any_model_version(self: Any) -> LeasedJob:
+    """An attempt that calls its model whatever model version the job was made for."""
+    self.ctx = dataclasses.replace(self.ctx,
+                                   model=_AnyVersion(self.ctx.model, self.job.model_version))
+    return await RULE_BREAKS.unbroken(_attempt_any_model_version)(self)
+
+
+def _digest_of_prefix(payload: str) -> str:
+    """An evidence digest over the payload's first 64 characters only."""
+    return hashlib.sha256(payload[:64].encode()).hexdigest()
+
+
 def _reprocess_keeps_budgets(job: LeasedJob, now: datetime) -> job_rules.Decision:
     """Reprocessing that forgets to reset the spent attempt and call budgets."""
     decision = RULE_BREAKS.unbroken(_reprocess_keeps_budgets)(job, now)
@@ -717,6 +743,8 @@ RULE_BREAKS = BreakTable({
     "renewal_ignored": (job_rules, "decide_renew", _renewal_ignored),
     "size_check_skipped": (jobs_worker._Attempt, "run", _attempt_without_size_check),
     "reprocess_keeps_budgets": (job_rules, "decide_reprocess", _reprocess_keeps_budgets),
+    "model_version_unchecked": (jobs_worker._Attempt, "run", _attempt_any_model_version),
+    "evidence_digest_of_prefix": (job_models, "digest_text", _digest_of_prefix),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "close_without_grace": (RunChannel, "close", _close_without_grace),

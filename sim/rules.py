@@ -463,10 +463,10 @@ RULES: tuple[Rule, ...] = (
          "a result stages only under the job's current fence; a late result from an old fence "
          "never overwrites the newer interpretation",
          ("fence_never_overwritten", "lease_honoured"), ("leased_jobs",),
-         (_b("stage_fence", "leased_jobs", 1),)),
+         (_b("stage_fence", "leased_jobs", 3),)),
     Rule("jobs.attempt_budget", S004, "Bounded retries",
          "at most three worker attempts per interpretation, also across crashes",
-         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 5),)),
+         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 3),)),
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
          ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),
@@ -484,12 +484,22 @@ RULES: tuple[Rule, ...] = (
     Rule("jobs.lease_renewal", S004, "Leases and fences",
          "a 90 s lease renewed at most every 20 s: a due renewal by the holder extends it by "
          "a full term, an earlier one changes nothing",
-         ("lease_renewed",), ("leased_jobs",), (_b("renewal_ignored", "leased_jobs", 6),)),
+         ("lease_renewed",), ("leased_jobs",), (_b("renewal_ignored", "leased_jobs", 1),)),
     Rule("jobs.context_limit", S004, "Bounded retries",
          "a preserved payload beyond the model's context fails processing without a model "
          "call and keeps its evidence; one that fits is never failed as too large",
          ("payload_fits_context", "evidence_kept"), ("leased_jobs",),
          (_b("size_check_skipped", "leased_jobs", 1),)),
+    Rule("jobs.evidence_digest", S004, "Durable states",
+         "preserved evidence carries the digest of its own payload: a delivery whose "
+         "declared digest differs is refused, never received",
+         ("evidence_digest_sealed",), ("leased_jobs",),
+         (_b("evidence_digest_of_prefix", "leased_jobs", 1),)),
+    Rule("jobs.model_version", S004, "Leases and fences",
+         "a worker whose model is not the job's hands the attempt back before reserving a "
+         "call: no model call is spent on another model version, and its staging is refused",
+         ("model_version_matched", "lease_honoured"), ("leased_jobs",),
+         (_b("model_version_unchecked", "leased_jobs", 1),)),
     Rule("jobs.reprocess", S004, "Shutdown and supervision",
          "jobs.reprocess of a job whose processing ended starts the next interpretation, "
          "queued and unleased with fresh budgets; older interpretations stay",

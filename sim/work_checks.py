@@ -11,6 +11,7 @@ raises to stop the check.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -97,6 +98,13 @@ INVARIANTS = (
      "no-effect evidence; FAILED on a proved rejection or no effect of the last transmission "
      "with no provider job; SUCCEEDED or a provider's FAILED on a lookup of an acknowledged "
      "job", "seed 000 'Service job attempts' (only a driver-proved rejection fails)"),
+    ("evidence_digest_sealed", "every preserved evidence carries the sha256 of its own "
+     "payload: a record whose declared digest differs is refused before it is received",
+     "seed 004 'Durable states' (a receipt preserves evidence; evidence remains intact)"),
+    ("model_version_matched", "no model call is spent on a job of another model version: "
+     "a worker whose model differs hands the attempt back before reserving a call",
+     "seed 004 'Leases and fences' (staging checks the model version; claiming reserves "
+     "bounded call work)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -139,6 +147,11 @@ class JobChecks:
 
     def after_write(self) -> None:
         store = self.world.jobs
+        for evidence_id, record in store.evidence_table.items():
+            if evidence_id not in self.evidence \
+                    and record.digest != hashlib.sha256(record.payload.encode()).hexdigest():
+                self.fail("evidence_digest_sealed", f"evidence {evidence_id} was received with "
+                          "a digest that is not its payload's", digest=record.digest)
         for evidence_id, before in self.evidence.items():
             now = store.evidence_table.get(evidence_id)
             if now != before:
@@ -222,13 +235,17 @@ class JobChecks:
                       f"payload fits the model's context of {self.world.model.context_limit}",
                       job=_job(job), error=job.error)
 
-    def on_model_call(self, key: CallKey, record: ModelCall, worker: str) -> None:
+    def on_model_call(self, key: CallKey, record: ModelCall, worker: str,
+                      version: str | None = None) -> None:
         job_id, interpretation, call = key
         calls = self.world.model.calls
         job = self.world.jobs.job_table.get(job_id)
         if job is None:
             self.fail("job_budgets", f"model call for unknown job {job_id}")
             return
+        if version is not None and version != job.model_version:
+            self.fail("model_version_matched", f"job {job_id} of model {job.model_version} "
+                      f"spent call {call} on model {version}", job=_job(job), worker=worker)
         if self._oversized(job):
             self.fail("payload_fits_context", f"job {job_id}: a payload beyond the model's "
                       f"context of {self.world.model.context_limit} went to the model",

@@ -3,7 +3,11 @@ in loops for one authorised workspace against a simulated model, while an
 evidence producer receives evidence with its job and an operator sometimes
 reprocesses a published job; workers stall past their 90 s lease, results
 arrive late from an old fence, model calls hang past the 45 s deadline or
-lose their reply, and workers crash mid-job (seed 004)."""
+lose their reply or run past a lease renewal, and workers crash mid-job; one
+worker renews more often than the ledger's 20 s floor, a canary worker runs a
+newer model than the jobs ask for (its attempts are handed back unspent), and
+some deliveries arrive with a digest that does not match their payload (the
+record is refused and fetched again) (seed 004)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import anyio
+from pydantic import ValidationError
 
 from runtime.errors import LedgerUnavailable
 from runtime.jobs import (
@@ -24,13 +29,21 @@ from runtime.jobs import (
     new_job,
     run_once,
 )
-from sim.leased import MODEL_VERSION, SimJobStore, SimModelClient, worker_faults
+from runtime.jobs.models import JobPolicy, digest_text
+from sim.leased import CANARY_VERSION, MODEL_VERSION, SimJobStore, SimModelClient, worker_faults
 from sim.processes import Process, supervise
 from sim.scenarios import Scenario, register
 from sim.world import World
 
 WORKSPACE = "ws-1"
 WORKERS = ("worker-a", "worker-b", "worker-c")
+EAGER = "worker-c"
+"""Renews every 8 s: the ledger must ignore the renewals inside its 20 s floor."""
+CANARY = "worker-next"
+"""Runs CANARY_VERSION, rarely: every job it claims is of another model version."""
+POLICIES = {EAGER: JobPolicy(renew_every_s=8.0)}
+CORRUPT = 0.06
+"""Share of deliveries whose declared digest does not match the payload."""
 NEEDS = ("ontology", "identity", "review")
 HEAL_DEADLINE_S = 3600.0
 
@@ -47,18 +60,21 @@ def payload(rng: random.Random, i: int) -> str:
     return "\n".join(lines)
 
 
-async def work(world: World, proc: Process) -> None:
-    """One `vessel jobs work` process: claim, attempt, repeat; back off when idle."""
+async def work(world: World, proc: Process, version: str | None = None,
+               idle: tuple[float, float] = (1.0, 5.0)) -> None:
+    """One `vessel jobs work` process: claim, attempt, repeat; back off when idle
+    (a canary backs off after every step)."""
     store = SimJobStore(world, proc)
     ctx = WorkerContext(
         store=cast(JobStore, store),
-        model=SimModelClient(world, proc),
+        model=SimModelClient(world, proc, version),
         clock=world.clock,
         workspace=WORKSPACE,
         worker_id=proc.id,
         scopes=(WORKSPACE,),
         entropy=world.entropy,
         faults=worker_faults(proc),
+        policy=POLICIES.get(proc.name, JobPolicy()),
     )
     rng = world.streams.actors
     while True:
@@ -75,8 +91,8 @@ async def work(world: World, proc: Process) -> None:
             "worker", "jobs.step", worker=proc.id, returned=returned, outcome=outcome,
             claimed=None if claimed is None else [str(claimed[0]), claimed[1]],
         )
-        if job is None:
-            await anyio.sleep(round(rng.uniform(1.0, 5.0), 3))
+        if job is None or version is not None:
+            await anyio.sleep(round(rng.uniform(*idle), 3))
 
 
 @dataclass
@@ -94,13 +110,31 @@ class Producer:
         for i in range(count):
             await anyio.sleep(round(rng.expovariate(1 / 8), 3))
             now = world.clock.now()
+            text = payload(rng, i)
+            if rng.random() < CORRUPT:
+                self.refuse_corrupt(text)
             evidence = EvidenceRecord(
-                id=world.entropy.new_id(), workspace=WORKSPACE, payload=payload(rng, i),
-                received_at=now,
+                id=world.entropy.new_id(), workspace=WORKSPACE, payload=text, received_at=now,
             )
             self.owed.append((evidence, new_job(world.entropy.new_id(), evidence,
                                                 MODEL_VERSION, now)))
             await self.deliver()
+
+    def refuse_corrupt(self, text: str) -> None:
+        """A delivery whose declared digest is not its payload's (truncated in transit):
+        the record must not validate. Should it, the producer believes it and owes it."""
+        world = self.world
+        data = {"id": world.entropy.new_id(), "workspace": WORKSPACE, "payload": text[:-1],
+                "digest": digest_text(text), "received_at": world.clock.now()}
+        try:
+            record = EvidenceRecord.model_validate(data)
+        except ValidationError:
+            world.trace.emit("producer", "evidence.corrupt", evidence=data["id"],
+                             outcome="refused")
+            return
+        world.trace.emit("producer", "evidence.corrupt", evidence=record.id, outcome="accepted")
+        self.owed.append((record, new_job(world.entropy.new_id(), record, MODEL_VERSION,
+                                          record.received_at)))
 
     async def deliver(self) -> None:
         owed, self.owed = self.owed, []
@@ -143,6 +177,8 @@ async def reprocessor(world: World) -> None:
 async def drive(world: World) -> None:
     for name in WORKERS:
         world.spawn(supervise, world, name, lambda proc: work(world, proc))
+    world.spawn(supervise, world, CANARY,
+                lambda proc: work(world, proc, CANARY_VERSION, (20.0, 60.0)))
     producer = Producer(world)
     world.actors["producer"] = producer
     async with anyio.create_task_group() as tg:

@@ -90,7 +90,7 @@ def test_a_worker_stalled_past_its_lease_loses_the_job_to_another() -> None:
                  if any(x.kind is EventKind.EXPIRED_LEASE for x in e)]
     stalled = next(e.worker for e in events if e.kind is EventKind.EXPIRED_LEASE)
     staged = [e for e in events if e.kind is EventKind.COMPLETED]
-    assert staged and staged[-1].worker != stalled and staged[-1].fence == 2
+    assert staged and staged[0].worker != stalled and staged[0].fence == 2
 
 
 def test_a_hung_model_call_ends_at_the_deadline_with_unknown_usage() -> None:
