@@ -851,6 +851,12 @@ class Checker:
     def on_provider_effect(self, key: str) -> None:
         self._guarded(lambda: self.service_checks.on_provider_effect(key))
 
+    def on_open_pass(self, process: str, open_before: Collection[UUID],
+                     visited: Sequence[UUID]) -> None:
+        """A `reconcile_open` pass of `process` completed: the attempts open as it began,
+        and those it returned, in order."""
+        self._guarded(lambda: self.service_checks.on_open_pass(process, open_before, visited))
+
     # -- startup ----------------------------------------------------------------
 
     def on_startup_failed(self, boot: int, cleanup: bool) -> None:

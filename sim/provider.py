@@ -84,6 +84,9 @@ class SimProvider:
     received: list[tuple[str, str, int]] = field(default_factory=list)
     """Every transmission that reached the provider: (key, digest, transmission)."""
     hidden_until: dict[str, float] = field(default_factory=dict)
+    busy_share: float = 0.0
+    """Share of first transmissions of a key the provider refuses, slowly, as busy (a
+    scenario sets it; heal clears it)."""
 
     def configure(self, rng: random.Random) -> None:
         self.profile = rng.choice(sorted(PROFILES))
@@ -104,6 +107,7 @@ class SimProvider:
 
     def heal(self) -> None:
         self.hidden_until.clear()
+        self.busy_share = 0.0
 
     def receive(self, sub: ServiceSubmission) -> str:
         """A transmission arrives: replay the key's job, or start a new one (an effect)."""
@@ -209,6 +213,13 @@ class SimDriver:
         if fault is FaultKind.ACTOR_FAIL:
             await self._answer(0.1, 2.0)
             raise SubmitRejected("the provider refused the request before starting it")
+        if fault is None and provider.busy_share \
+                and not provider.by_key.get(submission.idempotency_key) \
+                and self.world.streams.actors.random() < provider.busy_share:
+            # A busy provider's refusal answers slowly: another worker may re-submit on
+            # proof of no effect meanwhile, and this rejection proves nothing about that one.
+            await self._answer(5.0, 25.0)
+            raise SubmitRejected("the provider is busy and refused the request unstarted")
         job_id = provider.receive(submission)
         if fault is FaultKind.PROVIDER_DUPLICATE:
             provider.receive(submission)

@@ -69,7 +69,7 @@ from runtime.seams import Deps, JobStatus
 from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
 from runtime.service import rules as service_rules
-from runtime.service.errors import ServiceError
+from runtime.service.errors import ServiceError, ServicePayloadConflict
 from runtime.service.models import (
     Evidence,
     EvidenceKind,
@@ -625,6 +625,27 @@ async def _absent_never_resubmits(ctx: ServiceContext, attempt: ServiceJobAttemp
     never = dataclasses.replace(ctx, resubmit=False)
     return await RULE_BREAKS.unbroken(_absent_never_resubmits)(never, attempt)
 
+
+async def _open_pass_first_page(ctx: ServiceContext, page: int = 100
+                                ) -> list[ServiceJobAttempt]:
+    """A pass over the open attempts that reconciles its first page and stops there."""
+    seen: list[ServiceJobAttempt] = []
+    for attempt in await ctx.store.open_attempts(None, page):
+        try:
+            seen.append(await service_attempts.reconcile(ctx, attempt.id))
+        except ServicePayloadConflict:
+            seen.append(attempt)
+    return seen
+
+
+def _consistent_without_digest(self: ServiceJobAttempt) -> ServiceJobAttempt:
+    """The attempt's self-check with the digest comparison left out (states only)."""
+    if self.state in (ServiceState.ACCEPTED, ServiceState.RUNNING) and not self.provider_job_id:
+        raise ValueError(f"{self.state} requires the provider job identity")
+    if self.state is ServiceState.PREPARED and self.transmissions:
+        raise ValueError("PREPARED proves no submit has started")
+    return self
+
 # -- seed 003 "Three boundaries", "Return makes a new claim" (runtime.stasis, issue M9) ---------
 
 
@@ -734,6 +755,8 @@ RULE_BREAKS = BreakTable({
     "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
     "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
+    "open_pass_first_page": (service_attempts, "reconcile_open", _open_pass_first_page),
+    "attempt_digest_unchecked": (ServiceJobAttempt, "consistent", _consistent_without_digest),
     "retention_after_release": (RunEngine, "_retain_and_release", _release_before_retention),
     "relay_never_republishes": (DeliveryRecovery, "recover", _relay_never_republishes),
     "cancel_reopens_terminal": (MemoryLedger, "begin_cancel", _cancel_over_terminal),

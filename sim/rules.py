@@ -424,7 +424,7 @@ RULES: tuple[Rule, ...] = (
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "
          "provider effect per idempotency identity",
-         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 37),)),
+         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 30),)),
     Rule("service.key_payload", S000, "Service job attempts",
          "a changed payload under a used idempotency key is refused and never reaches the "
          "provider",
@@ -457,7 +457,18 @@ RULES: tuple[Rule, ...] = (
          "rejection or no effect fails it, a lookup of the acknowledged job succeeds or fails "
          "it, containment or no effect cancels it",
          ("service_settle_honoured", "service_no_fabricated_failure"), ("service",),
-         (_b("rejection_not_settled", "service", 3),)),
+         (_b("rejection_not_settled", "service", 1),)),
+    Rule("service.digest_sealed", S000, "Service job attempts",
+         "an attempt persists the exact digest of its request, binding and destination: a "
+         "record whose digest was sealed over another request is refused before it is "
+         "prepared",
+         ("service_digest_sealed",), ("service",),
+         (_b("attempt_digest_unchecked", "service", 2),)),
+    Rule("service.open_pass", S000, "Service job attempts",
+         "a pass over the nonterminal attempts (startup, relays) pages through all of them: "
+         "each open attempt is reconciled once, none is skipped past the first page",
+         ("service_open_pass_complete",), ("service",),
+         (_b("open_pass_first_page", "service", 1),)),
     # -- seed 004, leased jobs ---------------------------------------------------------------
     Rule("jobs.fence", S004, "Leases and fences",
          "a result stages only under the job's current fence; a late result from an old fence "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -43,6 +44,7 @@ from runtime.service.models import (
     ServiceJobAttempt,
     ServiceOutcome,
     ServiceState,
+    request_digest,
 )
 
 if TYPE_CHECKING:
@@ -105,6 +107,14 @@ INVARIANTS = (
      "a worker whose model differs hands the attempt back before reserving a call",
      "seed 004 'Leases and fences' (staging checks the model version; claiming reserves "
      "bounded call work)"),
+    ("service_digest_sealed", "every stored attempt's request digest is the digest of its "
+     "own request, binding and destination: a record sealed over another request is "
+     "refused before it is prepared",
+     "seed 000 'Service job attempts' (the attempt persists the exact request digest)"),
+    ("service_open_pass_complete", "a pass over the open attempts (reconcile_open) returns "
+     "each attempt at most once and every attempt open from its start to its end, across "
+     "all its pages", "seed 000 'Service job attempts' (startup and relays reconcile every "
+     "nonterminal attempt)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -477,6 +487,10 @@ class ServiceChecks:
 
     def _attempt_changed(self, prev: ServiceJobAttempt | None, a: ServiceJobAttempt) -> None:
         provider = self.world.provider
+        if prev is None and a.request_digest != request_digest(a.request, a.binding,
+                                                               a.envelope.destination):
+            self.fail("service_digest_sealed", f"attempt {a.id} was prepared with a digest "
+                      "that is not its request's", attempt=_attempt(a))
         if prev is not None:
             if prev.request_digest != a.request_digest or prev.idempotency_key != \
                     a.idempotency_key:
@@ -544,6 +558,22 @@ class ServiceChecks:
                   f"({found.state.value}) {outcome.state.value} on {evidence.kind.value} "
                   f"evidence was {'refused' if error else 'accepted'}",
                   attempt=_attempt(found), error=type(error).__name__ if error else None)
+
+    def on_open_pass(self, process: str, open_before: Collection[UUID],
+                     visited: Sequence[UUID]) -> None:
+        """An attempt open as the pass began and still open now was open whenever the
+        pass could have read it (terminal is final): its page must have held it."""
+        table = self.world.services.attempt_table
+        twice = sorted({str(i) for i in visited if visited.count(i) > 1})
+        if twice:
+            self.fail("service_open_pass_complete", f"the open pass of {process} returned "
+                      f"{', '.join(twice)} more than once", process=process)
+        missed = sorted(str(i) for i in open_before
+                        if i in table and not table[i].state.terminal and i not in visited)
+        if missed:
+            self.fail("service_open_pass_complete", f"the open pass of {process} skipped open "
+                      f"attempts {', '.join(missed)}", process=process, open=len(open_before),
+                      visited=len(visited))
 
     def on_provider_transmission(self, key: str, digest: str) -> None:
         first = self.digests.setdefault(key, digest)

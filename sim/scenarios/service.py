@@ -4,8 +4,14 @@ reconciled by two service worker processes against a simulated provider,
 while an operator cancels some; the provider duplicates submissions, lies in
 lookups for a while, loses acknowledgements, times out and refuses, and
 workers crash between the CAS to SUBMITTING and the provider id being
-persisted, there at the catalogued `service.submitted_before_ack` (seed 000,
-"Service job attempts")."""
+persisted, there at the catalogued `service.submitted_before_ack`. Each
+incarnation of a worker, and every fifth of its passes, reconciles through
+`reconcile_open` in pages of three (the startup and relay pass); a busy
+provider refuses some first transmissions slowly, often after another worker
+re-submitted on proof;
+some attempts bind a one-letter interface; some records reach the requester
+with a digest sealed over another request (refused before they are prepared)
+(seed 000, "Service job attempts")."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from typing import cast
 from uuid import UUID
 
 import anyio
+from pydantic import ValidationError
 
 from runtime.errors import LedgerUnavailable
 from runtime.service import (
@@ -32,6 +39,7 @@ from runtime.service import (
     reconcile,
     submit,
 )
+from runtime.service import attempts as service_attempts
 from sim.processes import Process, ProcessFaults, supervise
 from sim.provider import SimDriver, SimServiceStore
 from sim.scenarios import Scenario, register
@@ -42,7 +50,20 @@ BINDING = CapabilityBinding(
     interface="render", profile_revision="r1", profile_digest="sha256:r1", operation="render",
     driver_revision="d1", dialect_revision="v1",
 )
+TERSE = CapabilityBinding(
+    interface="t", profile_revision="r1", profile_digest="sha256:t1", operation="t",
+    driver_revision="d1", dialect_revision="v1",
+)
+"""A one-letter interface and operation: the shortest names a binding admits."""
 HEAL_DEADLINE_S = 3600.0
+OPEN_PAGE = 3
+"""Page size of the `reconcile_open` passes: small, so a pass spans several pages."""
+OPEN_EVERY = 5
+"""Every this many passes of a worker go through `reconcile_open`."""
+BUSY = 0.15
+"""Share of first transmissions the provider refuses as busy, answering after 5-25 s."""
+CORRUPT = 0.08
+"""Share of requests whose record arrives sealed over another request."""
 
 Registry = dict[str, Process]
 
@@ -60,9 +81,29 @@ async def serve(world: World, proc: Process) -> None:
     """A domain worker: submit prepared attempts, reconcile the rest, re-drive cancels."""
     ctx = context(world, proc)
     rng = world.streams.actors
+    await open_pass(world, ctx, proc)  # what a (re)started worker does first
+    passes = 0
     while True:
         await anyio.sleep(round(rng.uniform(2.0, 10.0), 3))
-        await reconcile_pass(world, ctx, proc)
+        passes += 1
+        if passes % OPEN_EVERY == 0:
+            await open_pass(world, ctx, proc)
+        else:
+            await reconcile_pass(world, ctx, proc)
+
+
+async def open_pass(world: World, ctx: ServiceContext, proc: Process) -> None:
+    """One `reconcile_open` pass; the checker judges a pass that completed."""
+    before = {a.id for a in world.services.attempt_table.values() if not a.state.terminal}
+    try:
+        seen = await service_attempts.reconcile_open(ctx, OPEN_PAGE)
+    except (ServiceError, LedgerUnavailable) as exc:
+        world.trace.emit("service", "service.open_pass", process=proc.id,
+                         outcome=type(exc).__name__)
+        return
+    world.trace.emit("service", "service.open_pass", process=proc.id, outcome="done",
+                     visited=len(seen))
+    world.checker.on_open_pass(proc.id, before, [a.id for a in seen])
 
 
 async def reconcile_pass(world: World, ctx: ServiceContext, proc: Process) -> None:
@@ -112,7 +153,7 @@ class Requester:
             idempotency_key=f"svc-key-{i}",
             generation=0,
             request={"op": "render", "item": i, "size": rng.randint(1, 9)},
-            binding=BINDING,
+            binding=TERSE if rng.random() < 0.2 else BINDING,
             now=self.world.clock.now(),
         )
 
@@ -137,8 +178,27 @@ class Requester:
             else:
                 attempt = self._attempt(i)
                 made.append(attempt)
+            if rng.random() < CORRUPT and not self.refuse_corrupt(attempt):
+                continue
             await self.prepare(attempt)
             await self.settle(rounds=1)
+
+    def refuse_corrupt(self, attempt: ServiceJobAttempt) -> bool:
+        """The record of `attempt` arrives with its digest sealed over another request: it
+        must not validate (True: refused, the requester goes on with the true record).
+        Should it validate, the requester believes it and prepares it instead."""
+        request = {**attempt.request, "size": int(attempt.request["size"]) + 100}
+        data = {**attempt.model_dump(), "request": request}
+        try:
+            forged = ServiceJobAttempt.model_validate(data)
+        except ValidationError:
+            self.world.trace.emit("requester", "service.corrupt", key=attempt.idempotency_key,
+                                  outcome="refused")
+            return True
+        self.world.trace.emit("requester", "service.corrupt", key=attempt.idempotency_key,
+                              outcome="accepted")
+        self.owed.append(forged)
+        return False
 
     async def prepare(self, attempt: ServiceJobAttempt) -> None:
         world = self.world
@@ -200,6 +260,7 @@ async def operator(world: World, registry: Registry) -> None:
 
 async def drive(world: World) -> None:
     world.provider.configure(world.streams.workload)
+    world.provider.busy_share = BUSY
     registry: Registry = {}
     for name in SERVICES:
         world.spawn(supervise, world, name, lambda proc: serve(world, proc), registry)

@@ -180,9 +180,17 @@ def test_a_lost_or_late_acknowledgement_never_fabricates_failure(
 def test_a_crash_after_the_cas_to_submitting_never_resubmits_blindly() -> None:
     world = _world(_planned("service", 1, "service.begin_submit", FaultKind.WORKER_CRASH))
     assert not world.provider.lookup_proves_absence and not world.provider.replays_same_key
-    (stuck,) = [a for a in world.services.attempt_table.values() if not a.state.terminal]
-    assert stuck.state is ServiceState.INDETERMINATE and stuck.transmissions == 1
-    assert stuck.evidence[-1].kind is EvidenceKind.LOOKUP_ABSENT
+    # The crashed submit's attempt: lookups found nothing and, without proof, it never
+    # transmitted again; it stays INDETERMINATE unless the operator's cancel contained it.
+    (stuck,) = [a for a in world.services.attempt_table.values()
+                if a.evidence and a.evidence[0].kind is EvidenceKind.LOOKUP_ABSENT]
+    assert stuck.transmissions == 1
+    assert stuck.state in (ServiceState.INDETERMINATE, ServiceState.CANCELLED)
+    kinds = [e.kind for e in stuck.evidence]
+    if stuck.state is ServiceState.INDETERMINATE:
+        assert kinds[-1] is EvidenceKind.LOOKUP_ABSENT
+    else:
+        assert EvidenceKind.CANCEL_REQUESTED in kinds and kinds[-1] is EvidenceKind.CANCEL_CONTAINED
     assert stuck.idempotency_key not in world.provider.by_key  # contained: no effect
 
 
