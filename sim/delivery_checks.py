@@ -125,3 +125,20 @@ def replay_matches_content(checker: Checker) -> None:
             checker.fail("idempotent_admission", f"key {data.get('key')} returned Run "
                          f"{data['run_id']} for content other than it admitted",
                          key=data.get("key"))
+    refused_own_content(checker, {run_id: first[0] for run_id, first in seen.items()})
+
+
+def refused_own_content(checker: Checker, admitted: dict[str, str]) -> None:
+    """`idempotent_admission`, the other way: a replay refused as a conflict carried
+    content other than the Run it was refused against (by the client's own digest,
+    whatever `Intent.fingerprint` makes of it: the same content in another key order
+    is the same content)."""
+    for rec in checker.world.trace.records("submit.result"):
+        if rec["event"] != "submit.result":
+            continue
+        data = rec["data"]
+        if data["outcome"] != "IdempotencyConflict" or not data.get("run_id"):
+            continue
+        if admitted.get(data["run_id"]) == data.get("content"):
+            checker.fail("idempotent_admission", f"key {data.get('key')} refused its own "
+                         f"content (Run {data['run_id']})", key=data.get("key"))

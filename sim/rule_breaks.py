@@ -132,6 +132,17 @@ def _fingerprint_without_priority(self: Intent) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _fingerprint_in_key_order(self: Intent) -> str:
+    """An admission fingerprint of the content as sent, its keys unsorted: a replay that
+    rebuilt its JSON in another key order is refused as a conflict (the mutation
+    tool's survivor `models.py:104`, `sort_keys=False`)."""
+    material = {"session": self.session, "prompt": self.prompt, "source": self.source,
+                "sigil": self.sigil, "scopes": list(self.scopes), "content": self.content,
+                "priority": self.priority, "pattern": self.pattern}
+    blob = json.dumps(material, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 async def _no_session_fence(self: RunEngine, intent: Intent, run_id: UUID | None) -> None:
     """Admission that never looks for another nonterminal Run of the session."""
     return None
@@ -721,6 +732,7 @@ RULE_BREAKS = BreakTable({
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
     "doctrine_priority": (RunDelivery, "broker_priority", property(_doctrine_priority)),
     "fingerprint_ignores_priority": (Intent, "fingerprint", _fingerprint_without_priority),
+    "fingerprint_key_order": (Intent, "fingerprint", _fingerprint_in_key_order),
     "no_session_fence": (RunEngine, "_fence_session", _no_session_fence),
     "session_fence_in_process": (MemoryLedger, "_session_busy", _session_never_busy),
     "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),

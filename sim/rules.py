@@ -69,15 +69,16 @@ RULES: tuple[Rule, ...] = (
     Rule("admission.concurrent_replays", S000, "Admission and exact claim",
          "admissions of one scoped key racing at the same instant (same content, one field "
          "changed, HELD with and without a hook; in one Vessel or two) admit exactly one Run: "
-         "the same content gets its id, changed content a conflict",
+         "the same content (its keys in any order) gets its id, changed content a conflict",
          ("idempotent_admission",), ("admission_race",),
-         (_b("admission_key_upserted", "admission_race", 2),)),
+         (_b("admission_key_upserted", "admission_race", 2),
+          _b("fingerprint_key_order", "admission_race", 1))),
     Rule("admission.racing_vessel_is_a_replay", S000, "Admission and exact claim",
          "a Vessel that finds its key admitted by another at the same instant carries on as "
          "the creator only on its own records (Run and delivery): an admission HELD for "
          "another caller's hook is replayed, never handed out without that hook",
          ("failure_has_cause", "idempotent_admission"), ("admission_race",),
-         (_b("racing_admission_as_creator", "admission_race", 3),)),
+         (_b("racing_admission_as_creator", "admission_race", 2),)),
     Rule("admission.held_retention", S000, "Admission and exact claim",
          "a HELD delivery is released to PENDING only after the caller's retention hook "
          "completed; until then nothing is published",

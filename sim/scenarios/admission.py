@@ -6,10 +6,11 @@ Vessels serve the one database; half the bursts go through both at once, so no
 process lock serialises them and a replay can find the other's admission HELD.
 
 Seed 000_81a5c720b14d934a.txt ("Admission and exact claim") decides every race:
-one key admits one Run; an identical replay gets that Run back, a replay with any
-fingerprint field changed is refused, and a HELD admission is handed out only by
-a replay that brings its retention hook. `idempotent_admission` holds the
-outcomes to that, in the trace and in the ledger (one Run per scoped key).
+one key admits one Run; an identical replay (its content's keys in any order)
+gets that Run back, a replay with any fingerprint field changed is refused, and
+a HELD admission is handed out only by a replay that brings its retention hook.
+`idempotent_admission` holds the outcomes to that, in the trace and in the ledger
+(one Run per scoped key).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from runtime.models import Intent
 from sim.scenarios import Scenario, register
 from sim.scenarios.client import Client, Submit
 from sim.scenarios.session_race import two_vessels
-from sim.scenarios.workload import CHANGED_FIELDS, _changed, settle_client
+from sim.scenarios.workload import CHANGED_FIELDS, _changed, _reordered, settle_client
 from sim.world import World
 
 
@@ -29,8 +30,8 @@ def _variant(world: World, base: Submit) -> Submit:
     hook) or one fingerprint field changed."""
     rng = world.streams.workload
     roll = rng.random()
-    if roll < 0.5:
-        return Submit(base.intent, held=base.held)
+    if roll < 0.5:  # the same content, rebuilt by the client in another key order
+        return Submit(_reordered(base.intent), held=base.held)
     if roll < 0.7:
         return Submit(base.intent, held=not base.held)  # a hold replayed without, or with
     field = rng.choice(CHANGED_FIELDS)
@@ -57,7 +58,7 @@ async def drive(world: World) -> None:
         else:
             intent = Intent(pattern="echo", prompt=f"race-{i}", source="sim",
                             sigil=rng.choice(("alice", "bob")), scopes=("runs:write",),
-                            content={"n": i},
+                            content={"n": i, "burst": f"race-{i}"},
                             priority=rng.randint(0, 100) if rng.random() < 0.5 else None,
                             idempotency_key=f"race-{i}")
             base = Submit(intent, held=rng.random() < 0.4)

@@ -4,6 +4,7 @@ conflicting reuse of idempotency keys, submitted over the process boundary."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -38,6 +39,14 @@ def _no_content(world: World, pattern: str) -> dict[str, Any]:
     return {}
 
 
+def _reordered(intent: Intent) -> Intent:
+    """The same Intent with its content's keys in reverse order: a client that rebuilds
+    its JSON object for a retry sends the same content, so the replay is exact (the
+    fingerprint must not depend on key order)."""
+    content = dict(reversed(list(intent.content.items())))
+    return intent.model_copy(update={"content": content})
+
+
 def _intent(world: World, i: int, patterns: tuple[str, ...], content: ContentFn) -> Submit:
     rng = world.streams.workload
     keyed = rng.random() < 0.6
@@ -70,7 +79,8 @@ async def submit_stream(
         await anyio.sleep(round(rng.expovariate(1 / 6), 3))
         roll = rng.random()
         if keyed and roll < 0.15:
-            sub = rng.choice(keyed)  # an exact replay
+            prior = rng.choice(keyed)  # an exact replay, its content's keys reordered
+            sub = replace(prior, intent=_reordered(prior.intent))
         elif keyed and roll < 0.25:
             prior = rng.choice(keyed)  # the same key for other work
             field = rng.choice(CHANGED_FIELDS)
