@@ -96,7 +96,7 @@ RULES: tuple[Rule, ...] = (
     Rule("admission.session_busy_is_true", S000, "Admission and exact claim",
          "only an Intent naming a Bridge session is refused as busy, and the refusal names a "
          "nonterminal Run of that same session; Intents without a session are never fenced",
-         ("session_busy_is_true",), ("basic",), (_b("sessionless_fenced", "basic", 1),)),
+         ("session_busy_is_true",), ("basic",), (_b("sessionless_fenced", "basic", 3),)),
     Rule("admission.session_fence_across_vessels", S000, "Admission and exact claim",
          "the session fence and the one-Run-per-key rule hold when several Vessels admit at "
          "once: the ledger's admission transaction decides, not each process (issue 15, M11)",
@@ -139,7 +139,7 @@ RULES: tuple[Rule, ...] = (
          "run:<id>:<seq> names exactly one generation; a finished key is never published again, "
          "a new generation takes a fresh sequence",
          ("hop_key_identity", "fresh_key_new_job"), ("crashloop",),
-         (_b("rotation_reuses_key", "crashloop", 9),)),
+         (_b("rotation_reuses_key", "crashloop", 4),)),
     Rule("claim.exact", S000, "Admission and exact claim",
          "a claim moves only a QUEUED Run at exactly the delivered sequence, from PENDING or "
          "PUBLISHED, once; a stale or duplicate delivery is skipped",
@@ -147,7 +147,7 @@ RULES: tuple[Rule, ...] = (
     Rule("claim.stale_redelivery_inert", S000, "Admission and exact claim",
          "a late redelivery of an old hop key, after the hop finished and the Run's sequence "
          "moved on, is refused by the exact claim: no write, Step, publish or effect",
-         ("stale_hop_inert",), ("consent",), (_b("stale_claim_catches_up", "consent", 8),)),
+         ("stale_hop_inert",), ("consent",), (_b("stale_claim_catches_up", "consent", 12),)),
     Rule("claim.started_at_stable", S000, "Admission and exact claim",
          "started_at is written by the first claim only; a resume claim keeps it",
          ("started_at_stable",), ("consent",), (_b("started_at_rewritten", "consent", 1),)),
@@ -161,13 +161,13 @@ RULES: tuple[Rule, ...] = (
          ("settlement_fenced",), ("cancel",), (_b("settle_without_claim", "cancel", 1),)),
     Rule("settlement.terminal_final", S003, "Truth closes first",
          "once terminal status commits the Run never changes again, even under a racing cancel",
-         ("terminal_is_final",), ("cancel",), (_b("cancel_reopens_terminal", "cancel", 1),)),
+         ("terminal_is_final",), ("cancel",), (_b("cancel_reopens_terminal", "cancel", 4),)),
     Rule("events.terminal_evidence", S000, "Events, settlement, and waits",
          "every terminal Run ends with exactly one terminal Step; startup repairs a missing one "
          "and never adds a second",
          ("terminal_evidence_once", "terminal_step_at_most_once"), ("crashloop",),
          (_b("evidence_repaired_twice", "crashloop", 1),
-          _b("evidence_debt_forgotten", "crashloop", 1))),
+          _b("evidence_debt_forgotten", "crashloop", 2))),
     Rule("events.terminal_step_ledger_once", S000, "Events, settlement, and waits",
          "the ledger refuses a Run's second terminal Step in the append's own transaction, "
          "whichever process writes it: two live boots failing the same orphan write its "
@@ -181,7 +181,7 @@ RULES: tuple[Rule, ...] = (
     Rule("hardware.budget", S003, "Three boundaries",
          "at most 8 hardware convergence calls per Run and 3 in a row per capability; the "
          "counters live in the checkpoint and survive parks",
-         ("hardware_budget",), ("hardware",), (_b("hardware_budget_reset", "hardware", 1),)),
+         ("hardware_budget",), ("hardware",), (_b("hardware_budget_reset", "hardware", 2),)),
     # -- seed 003, "Return makes a new claim" -------------------------------------------
     Rule("consent.owner_cas", S003, "Return makes a new claim",
          "only the owner CAS of a decided consent returns AWAITING_CONSENT to QUEUED; the "
@@ -206,7 +206,7 @@ RULES: tuple[Rule, ...] = (
          "a hardware request past the budget fails before another convergence call, naming "
          "the spent counters; a Run whose needs fit it ends DONE with every need used once, "
          "its state re-read from the checkpoint",
-         ("hardware_outcome",), ("hardware",), (_b("hardware_best_effort", "hardware", 1),)),
+         ("hardware_outcome",), ("hardware",), (_b("hardware_best_effort", "hardware", 2),)),
     Rule("waits.resume_reads_owner", S003, "Return makes a new claim",
          "a resumed hop is handed its own terminal owner whatever its end (a failed or lost "
          "agent job included) and the Run ends with that owner's result or its honest "
@@ -219,7 +219,7 @@ RULES: tuple[Rule, ...] = (
          "verdict is inert and a late contradicting one is refused (the first one stands)",
          ("verdict_honoured",), ("consent",),
          (_b("verdict_left_to_relay", "consent", 1),
-          _b("verdict_last_writer_wins", "consent", 1))),
+          _b("verdict_last_writer_wins", "consent", 9))),
     Rule("waits.fresh_sequence", S003, "Return makes a new claim",
          "a return allocates a fresh sequence (seq + 1) with a PENDING delivery in the same "
          "commit; the parked generation stays closed",
@@ -263,11 +263,11 @@ RULES: tuple[Rule, ...] = (
          "a publisher that lost its acknowledgement behind a cancellation aborts the job it "
          "may have landed, so no live hop job outlives its Run's cancellation",
          ("late_job_fenced", "no_live_job_after_terminal"), ("cancel",),
-         (_b("late_job_left_queued", "cancel", 12),)),
+         (_b("late_job_left_queued", "cancel", 15),)),
     Rule("cancel.reread_repairs_evidence", S000, "Cancellation, mutation, and recovery",
          "cancelling an already CANCELLED Run again repeats the sweep and leaves its terminal "
          "Step in place, writing it if it is missing",
-         ("reread_repairs_evidence",), ("cancel",), (_b("reread_skips_evidence", "cancel", 2),)),
+         ("reread_repairs_evidence",), ("cancel",), (_b("reread_skips_evidence", "cancel", 14),)),
     Rule("cancel.terminal_step_once", S000, "Events, settlement, and waits",
          "the canceller's terminal Step is written once, never teed through a hop's writer "
          "as a second terminal event",
@@ -276,13 +276,13 @@ RULES: tuple[Rule, ...] = (
     Rule("startup.prepark_binds_run", S003, "Return makes a new claim",
          "startup parks a pre-park window only for the checkpoint of that very Run and hop",
          ("prepark_binds_run",), ("misfiled_stasis",),
-         (_b("prepark_any_run", "misfiled_stasis", 3),)),
+         (_b("prepark_any_run", "misfiled_stasis", 4),)),
     Rule("startup.prepark_window_parked", S003, "Return makes a new claim",
          "a hop that died with its checkpoint and owner row saved (consent.row_saved, "
          "delegate.submitted) is parked on exactly that owner, never failed as lost "
          "(DESIGN section 5: the designed outcome of each crash window)",
          ("crash_window_outcome",), ("crashloop",),
-         (_b("window_never_parked", "crashloop", 1),)),
+         (_b("window_never_parked", "crashloop", 5),)),
     Rule("startup.orphan_job_fenced", S000, "Cancellation, mutation, and recovery",
          "an orphan of a dead boot (claim.committed) fails as lost and its exact pre-boot "
          "hop job is fenced, never left active at the broker",
@@ -294,7 +294,7 @@ RULES: tuple[Rule, ...] = (
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",
-         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 12),)),
+         ("fenced_before_rotation",), ("crashloop",), (_b("orphan_fence", "crashloop", 24),)),
     Rule("startup.orphans_of_other_boots", S000, "Cancellation, mutation, and recovery",
          "orphan recovery fences and fails as lost only a RUNNING or AWAITING_HARDWARE Run "
          "claimed by another boot, never one this boot's hop still holds",
@@ -307,7 +307,7 @@ RULES: tuple[Rule, ...] = (
          "children contained and the Run failed, fenced by that exact claim token; a hop still "
          "running, a job still live, or a hop that failed out of its job is left alone",
          ("liveness", "abandoned_only_after_sweep"), ("skewed_sweep",),
-         (_b("abandoned_hop_left_live", "skewed_sweep", 6),)),
+         (_b("abandoned_hop_left_live", "skewed_sweep", 4),)),
     Rule("startup.cleanup_best_effort", S000, "Cancellation, mutation, and recovery",
          "checkpoint deletion of terminal Runs is best-effort debt: a failed deletion never "
          "aborts startup and is retried until paid",
@@ -322,7 +322,7 @@ RULES: tuple[Rule, ...] = (
          "a QUEUED Run whose delivery row is missing or out of step with it (re-read first) "
          "is never passed as clean: the pass degrades and the strict profile refuses",
          ("startup_degrades_honestly",), ("degraded_startup",),
-         (_b("mismatch_passed_clean", "degraded_startup", 1),)),
+         (_b("mismatch_passed_clean", "degraded_startup", 5),)),
     Rule("relays.stranded_job_redelivered", S000, "Cancellation, mutation, and recovery",
          "a hop job a dead boot dequeued and never claimed is retired and its Run rotated to "
          "a fresh sequence by the next startup or relay, never left for the broker's "
@@ -343,7 +343,7 @@ RULES: tuple[Rule, ...] = (
          "startup retries the deletion of every terminal Run's checkpoint and reports the ones "
          "that would not go as owed (the relay pays them), never hiding one",
          ("startup_names_cleanup_debts",), ("restart_storm", "crashloop"),
-         (_b("cleanup_debts_unreported", "restart_storm", 3),)),
+         (_b("cleanup_debts_unreported", "restart_storm", 9),)),
     Rule("relays.page_every_run", S000, "Cancellation, mutation, and recovery",
          "each relay pass reads one revisit page and one forward page, and the forward cursor "
          "goes round every page, so no Run drops out of repair however many wait",
@@ -361,12 +361,12 @@ RULES: tuple[Rule, ...] = (
          "a database blip shorter than the retry budget never reaches the caller: a hop "
          "outlasts it rather than failing a Run whose effect may already have happened",
          ("retry_outlasts_blip", "transient_never_fails_a_run"), ("basic",),
-         (_b("short_ledger_retry", "basic", 4),)),
+         (_b("short_ledger_retry", "basic", 10),)),
     # -- pauses, zombies and several Vessels (issue 18 item 2, issue 15 item 1) ----------
     Rule("claim.refused_while_cancelling", S000, "Cancellation, mutation, and recovery",
          "a hop dequeued before its Run went CANCELLING (paused between dequeue and claim "
          "while the cancel committed) never claims it: the claim CAS takes only a QUEUED Run",
-         ("claim_is_exact",), ("paused",), (_b("claim_over_cancelling", "paused", 1),)),
+         ("claim_is_exact",), ("paused",), (_b("claim_over_cancelling", "paused", 2),)),
     Rule("boots.live_peer_not_fenced", S000, "Cancellation, mutation, and recovery",
          "with several Vessels on one database a hop claimed by another boot is fenced and "
          "failed as lost only once that boot's lease expired; a live peer's hops are left alone",
@@ -392,7 +392,7 @@ RULES: tuple[Rule, ...] = (
          # slow boot (FaultKind.SLOW_RECONCILE) is driven by plan in
          # tests/scenarios/test_pauses_and_zombies.py: in two_vessels' swarm it hid
          # recorded_evidence_left (not caught in seeds 1-196).
-         (_b("lease_stale_at_ready", "two_vessels", 5),)),
+         (_b("lease_stale_at_ready", "two_vessels", 3),)),
     Rule("boots.peer_dequeued_job_not_fenced", S000, "Cancellation, mutation, and recovery",
          "startup and the relay fence an active job older than the boot only when no other "
          "boot's lease is live: a live peer may have dequeued it and not claimed it yet",
@@ -404,7 +404,7 @@ RULES: tuple[Rule, ...] = (
          "ledger refuses its settlement, checkpoint, consent, agent job and park by claim and "
          "sequence",
          ("fenced_holder_inert", "settlement_fenced"), ("zombies", "two_vessels"),
-         (_b("checkpoint_unfenced", "zombies", 9),)),
+         (_b("checkpoint_unfenced", "zombies", 11),)),
     Rule("events.terminal_step_closes_log", S000, "Events, settlement, and waits",
          "a Run's terminal Step is its last: the ledger refuses every later Step, so a "
          "zombie hop that resumes after its Run was failed writes no evidence behind it",
@@ -537,8 +537,8 @@ RULES: tuple[Rule, ...] = (
          "(claiming or claimed) to finish before it proceeds, then reopens the gate; its "
          "drain gives up only while such a hop still runs",
          ("mutation_quiesced", "drain_honest"), ("runtime_mutation",),
-         (_b("gate_never_closes", "runtime_mutation", 1),
-          _b("claim_outside_drain", "runtime_mutation", 2))),
+         (_b("gate_never_closes", "runtime_mutation", 2),
+          _b("claim_outside_drain", "runtime_mutation", 5))),
     # -- rules only real processes show ---------------------------------------------------------
     Rule("shutdown.order", S000, "Cancellation, mutation, and recovery",
          "shutdown stops relays and every worker before shared pools close; a worker stop "
