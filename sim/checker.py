@@ -237,8 +237,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("evidence_kept", "every received evidence stays, unchanged, with its job",
                   "seed 004 'Durable states', 'Leases and fences'"),
         Invariant("usage_never_fabricated", "the attempt log records only usage the model "
-                  "returned for that call (unknown usage is None, never zero), and keeps the "
-                  "usage a live worker received even when its result was fenced out",
+                  "returned for that call, labelled with that call's interpretation (unknown "
+                  "usage is None, never zero), and keeps the usage a live worker received "
+                  "even when its result was fenced out",
                   "seed 004 'Alpha.2 accounting'"),
         Invariant("job_liveness", "after heal every job is terminal or waiting on a named "
                   "dependency", "seed 004 'Durable states'"),

@@ -595,6 +595,12 @@ async def _attempt_any_model_version(self: Any) -> LeasedJob:
     return await RULE_BREAKS.unbroken(_attempt_any_model_version)(self)
 
 
+def _interpretation_now(events: Any, fence: int, default: int) -> int:
+    """The interpretation of a fenced-out call read as the job's current one (wrong once
+    the job was reprocessed while the call's result was in flight)."""
+    return default
+
+
 def _digest_of_prefix(payload: str) -> str:
     """An evidence digest over the payload's first 64 characters only."""
     return hashlib.sha256(payload[:64].encode()).hexdigest()
@@ -780,6 +786,7 @@ RULE_BREAKS = BreakTable({
     "reprocess_keeps_budgets": (job_rules, "decide_reprocess", _reprocess_keeps_budgets),
     "model_version_unchecked": (jobs_worker._Attempt, "run", _attempt_any_model_version),
     "evidence_digest_of_prefix": (job_models, "digest_text", _digest_of_prefix),
+    "refused_usage_relabelled": (job_rules, "interpretation_of", _interpretation_now),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "close_without_grace": (RunChannel, "close", _close_without_grace),

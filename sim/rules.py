@@ -476,24 +476,26 @@ RULES: tuple[Rule, ...] = (
          "a result stages only under the job's current fence; a late result from an old fence "
          "never overwrites the newer interpretation",
          ("fence_never_overwritten", "lease_honoured"), ("leased_jobs",),
-         (_b("stage_fence", "leased_jobs", 3),)),
+         (_b("stage_fence", "leased_jobs", 1),)),
     Rule("jobs.attempt_budget", S004, "Bounded retries",
          "at most three worker attempts per interpretation, also across crashes",
-         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 3),)),
+         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 1),)),
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
          ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),
     Rule("jobs.usage", S004, "Alpha.2 accounting",
-         "the attempt log keeps only usage the model returned; unknown usage is None, never "
-         "a zero bill",
+         "the attempt log keeps only usage the model returned, under the call that returned "
+         "it (a fenced-out result's usage keeps its call's interpretation after a "
+         "reprocess); unknown usage is None, never a zero bill",
          ("usage_never_fabricated",), ("leased_jobs",),
-         (_b("usage_zero_when_unknown", "leased_jobs", 1),)),
+         (_b("usage_zero_when_unknown", "leased_jobs", 1),
+          _b("refused_usage_relabelled", "leased_jobs", 1))),
     Rule("jobs.lease_refusals", S004, "Leases and fences",
          "a fenced transaction (renew, reserve, stage, close) is refused exactly when its "
          "caller lacks the live lease of the current fence, and says truly why (stale fence, "
          "closed attempt, another owner, lapsed lease)",
          ("lease_honoured",), ("leased_jobs",),
-         (_b("refusal_always_lease_expired", "leased_jobs", 5),)),
+         (_b("refusal_always_lease_expired", "leased_jobs", 1),)),
     Rule("jobs.lease_renewal", S004, "Leases and fences",
          "a 90 s lease renewed at most every 20 s: a due renewal by the holder extends it by "
          "a full term, an earlier one changes nothing",

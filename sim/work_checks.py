@@ -384,6 +384,10 @@ class JobChecks:
                     continue
                 call = started.get(e.fence)
                 record = calls.get((job_id, *call)) if call is not None else None
+                if call is not None and e.interpretation != call[0]:
+                    self.fail("usage_never_fabricated", f"job {job_id} fence {e.fence} records "
+                              f"usage under interpretation {e.interpretation}, but its call "
+                              f"was made for interpretation {call[0]}", event=e.index)
                 if record is None or record.returned != e.usage:
                     known = None if record is None else record.returned
                     self.fail("usage_never_fabricated", f"job {job_id} fence {e.fence} records "

@@ -5,7 +5,9 @@ reprocesses a published job; workers stall past their 90 s lease, results
 arrive late from an old fence, model calls hang past the 45 s deadline or
 lose their reply or run past a lease renewal, and workers crash mid-job; one
 worker renews more often than the ledger's 20 s floor, a canary worker runs a
-newer model than the jobs ask for (its attempts are handed back unspent), and
+newer model than the jobs ask for (its attempts are handed back unspent), an
+operator reprocesses a job whose processing ended at once while a late result
+for it is in flight, and
 some deliveries arrive with a digest that does not match their payload (the
 record is refused and fetched again) (seed 004)."""
 
@@ -14,12 +16,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from typing import cast
+from uuid import UUID
 
 import anyio
 from pydantic import ValidationError
 
 from runtime.errors import LedgerUnavailable
 from runtime.jobs import (
+    EventKind,
     EvidenceRecord,
     JobError,
     JobState,
@@ -42,6 +46,9 @@ EAGER = "worker-c"
 CANARY = "worker-next"
 """Runs CANARY_VERSION, rarely: every job it claims is of another model version."""
 POLICIES = {EAGER: JobPolicy(renew_every_s=8.0)}
+ENDED = (JobState.PUBLISHED, JobState.WAITING_ONTOLOGY, JobState.WAITING_IDENTITY,
+         JobState.WAITING_REVIEW, JobState.FAILED, JobState.EXHAUSTED)
+"""States whose processing ended: an operator may reprocess them."""
 CORRUPT = 0.06
 """Share of deliveries whose declared digest does not match the payload."""
 NEEDS = ("ontology", "identity", "review")
@@ -174,6 +181,43 @@ async def reprocessor(world: World) -> None:
         world.trace.emit("operator", "jobs.reprocess", job=job.id, outcome=outcome)
 
 
+def late_result_pending(world: World, job: LeasedJob) -> bool:
+    """An older fence of `job` holds a model reply it has not staged yet (a late result
+    in flight), read from the model provider's books and the attempt log."""
+    events = world.jobs.event_log.get(job.id, [])
+    started = {(e.interpretation, e.call): e.fence for e in events
+               if e.kind is EventKind.STARTED and e.call is not None}
+    closed = {e.fence for e in events if e.kind in (EventKind.COMPLETED, EventKind.FAILED)}
+    for (job_id, interpretation, call), record in world.model.calls.items():
+        fence = started.get((interpretation, call))
+        if job_id == job.id and record.outcome == "replied" and fence is not None \
+                and fence != job.fence and fence not in closed:
+            return True
+    return False
+
+
+async def eager_reprocessor(world: World) -> None:
+    """An operator who reprocesses a job whose processing ended (staged, failed or
+    exhausted) at once while an older fence's result
+    is still in flight: the late result then meets a newer interpretation and a newer
+    fence (its kept usage must stay labelled with the call that returned it)."""
+    store = cast(JobStore, SimJobStore(world, None))
+    done: set[UUID] = set()
+    while True:
+        await anyio.sleep(3.0)
+        for job in list(world.jobs.job_table.values()):
+            if job.id in done or job.state not in ENDED or not late_result_pending(world, job):
+                continue
+            done.add(job.id)
+            try:
+                after = await store.reprocess(job.id, world.clock.now())
+                outcome = f"interpretation {after.interpretation}"
+            except (LedgerUnavailable, JobError) as exc:
+                outcome = type(exc).__name__
+            world.trace.emit("operator", "jobs.reprocess", job=job.id, outcome=outcome,
+                             eager=True)
+
+
 async def drive(world: World) -> None:
     for name in WORKERS:
         world.spawn(supervise, world, name, lambda proc: work(world, proc))
@@ -183,6 +227,7 @@ async def drive(world: World) -> None:
     world.actors["producer"] = producer
     async with anyio.create_task_group() as tg:
         tg.start_soon(reprocessor, world)
+        tg.start_soon(eager_reprocessor, world)
         await producer.run(world.streams.workload.randint(10, 25))
         await anyio.sleep(300.0)  # faults stay on while the workers catch up
         tg.cancel_scope.cancel()
