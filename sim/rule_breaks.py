@@ -68,6 +68,7 @@ from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobStatus
 from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
+from runtime.service import models as service_models
 from runtime.service import rules as service_rules
 from runtime.service.errors import ServiceError, ServicePayloadConflict
 from runtime.service.models import (
@@ -655,6 +656,15 @@ async def _open_pass_first_page(ctx: ServiceContext, page: int = 100
     return seen
 
 
+def _digest_in_key_order(request: dict[str, Any], binding: Any,
+                         destination: str | None) -> str:
+    """The request digest over the request as serialised, keys in the order they came."""
+    material = {"request": request, "binding": binding.model_dump(mode="json"),
+                "destination": destination}
+    blob = json.dumps(material, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def _consistent_without_digest(self: ServiceJobAttempt) -> ServiceJobAttempt:
     """The attempt's self-check with the digest comparison left out (states only)."""
     if self.state in (ServiceState.ACCEPTED, ServiceState.RUNNING) and not self.provider_job_id:
@@ -775,6 +785,7 @@ RULE_BREAKS = BreakTable({
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "open_pass_first_page": (service_attempts, "reconcile_open", _open_pass_first_page),
     "attempt_digest_unchecked": (ServiceJobAttempt, "consistent", _consistent_without_digest),
+    "digest_follows_key_order": (service_models, "request_digest", _digest_in_key_order),
     "retention_after_release": (RunEngine, "_retain_and_release", _release_before_retention),
     "relay_never_republishes": (DeliveryRecovery, "recover", _relay_never_republishes),
     "cancel_reopens_terminal": (MemoryLedger, "begin_cancel", _cancel_over_terminal),

@@ -429,8 +429,9 @@ RULES: tuple[Rule, ...] = (
          ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 30),)),
     Rule("service.key_payload", S000, "Service job attempts",
          "a changed payload under a used idempotency key is refused and never reaches the "
-         "provider",
-         ("service_key_payload",), ("service",), (_b("payload_change_accepted", "service", 1),)),
+         "provider; the same request is never refused, whatever order its keys arrive in",
+         ("service_key_payload",), ("service",), (_b("payload_change_accepted", "service", 1),
+                                                  _b("digest_follows_key_order", "service", 1))),
     Rule("service.cancel_intent", S000, "Service job attempts",
          "a cancel records its intent before anything else; the request is never cleared, "
          "CANCELLED comes only after it, and an unfinished attempt keeps it for re-driving",

@@ -36,6 +36,7 @@ from runtime.jobs.models import (
     JobState,
     LeasedJob,
 )
+from runtime.service import models as service_models
 from runtime.service.driver import ProviderStatus
 from runtime.service.models import (
     RESUBMIT_PROOFS,
@@ -44,7 +45,6 @@ from runtime.service.models import (
     ServiceJobAttempt,
     ServiceOutcome,
     ServiceState,
-    request_digest,
 )
 
 if TYPE_CHECKING:
@@ -491,8 +491,10 @@ class ServiceChecks:
 
     def _attempt_changed(self, prev: ServiceJobAttempt | None, a: ServiceJobAttempt) -> None:
         provider = self.world.provider
-        if prev is None and a.request_digest != request_digest(a.request, a.binding,
-                                                               a.envelope.destination):
+        # The runtime's own digest function, read at call time: this check is about the
+        # record's seal, not about the digest's format (service_key_payload judges that).
+        if prev is None and a.request_digest != service_models.request_digest(
+                a.request, a.binding, a.envelope.destination):
             self.fail("service_digest_sealed", f"attempt {a.id} was prepared with a digest "
                       "that is not its request's", attempt=_attempt(a))
         if prev is not None:
@@ -651,3 +653,9 @@ class ServiceChecks:
             if data["outcome"] == "ServicePayloadConflict" and same:
                 self.fail("service_key_payload", f"key {data['key']} refused its own payload",
                           key=data["key"])
+            # Judged by content too (dicts compare regardless of key order): a digest that
+            # depends on the serialisation order would refuse the same request.
+            if data["outcome"] == "ServicePayloadConflict" and data.get("request") is not None \
+                    and data["request"] == stored.request:
+                self.fail("service_key_payload", f"key {data['key']} refused its own request "
+                          "sent in another key order", key=data["key"])

@@ -1,5 +1,6 @@
 """Scenario `service`: ServiceJobAttempt@1 records prepared by a requester
-(with exact replays and changed payloads under a used key), submitted and
+(with exact replays, some in another key order, and changed payloads under
+a used key), submitted and
 reconciled by two service worker processes against a simulated provider,
 while an operator cancels some; the provider duplicates submissions, lies in
 lookups for a while, loses acknowledgements, times out and refuses, and
@@ -161,6 +162,9 @@ class Requester:
         request = dict(prior.request)
         if changed:
             request["size"] = int(request["size"]) + 10
+        elif self.world.streams.workload.random() < 0.75:
+            # The same content serialised in another key order: still the same request.
+            request = dict(reversed(list(request.items())))
         data = {**prior.model_dump(), "id": self.world.entropy.new_id(), "request": request,
                 "request_digest": ""}
         return ServiceJobAttempt.model_validate(data)
@@ -215,7 +219,8 @@ class Requester:
         except ServiceError as exc:
             outcome = type(exc).__name__
         world.trace.emit("requester", "service.prepare", key=attempt.idempotency_key,
-                         digest=attempt.request_digest, outcome=outcome,
+                         digest=attempt.request_digest, request=attempt.request,
+                         outcome=outcome,
                          attempt=None if stored is None else stored.id)
 
     async def settle(self, rounds: int = 100) -> None:
