@@ -46,7 +46,7 @@ from runtime.graph.transitions import NeedHardware
 from runtime.jobs import models as job_models
 from runtime.jobs import rules as job_rules
 from runtime.jobs import worker as jobs_worker
-from runtime.jobs.errors import JobError, LeaseExpired
+from runtime.jobs.errors import JobConflict, JobError, LeaseExpired
 from runtime.jobs.models import EventKind, LeasedJob, Refusal, Usage
 from runtime.keys import hop_key
 from runtime.models import (
@@ -602,6 +602,16 @@ def _interpretation_now(events: Any, fence: int, default: int) -> int:
     return default
 
 
+def _receipt_refuses_repeats(evidence: Any, job: LeasedJob, stored_evidence: Any,
+                             stored_job: LeasedJob | None) -> tuple[bool, bool]:
+    """A receipt that takes any job id already stored as a conflict, even for the very
+    same work sent again (so an at-least-once producer sees its repeat refused)."""
+    if stored_job is not None:
+        raise JobConflict(job.id, "the job id is already used")
+    return RULE_BREAKS.unbroken(_receipt_refuses_repeats)(evidence, job, stored_evidence,
+                                                          stored_job)
+
+
 def _digest_of_prefix(payload: str) -> str:
     """An evidence digest over the payload's first 64 characters only."""
     return hashlib.sha256(payload[:64].encode()).hexdigest()
@@ -798,6 +808,7 @@ RULE_BREAKS = BreakTable({
     "model_version_unchecked": (jobs_worker._Attempt, "run", _attempt_any_model_version),
     "evidence_digest_of_prefix": (job_models, "digest_text", _digest_of_prefix),
     "refused_usage_relabelled": (job_rules, "interpretation_of", _interpretation_now),
+    "receipt_refuses_repeats": (job_rules, "decide_receive", _receipt_refuses_repeats),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "close_without_grace": (RunChannel, "close", _close_without_grace),

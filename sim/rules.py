@@ -480,7 +480,7 @@ RULES: tuple[Rule, ...] = (
          (_b("stage_fence", "leased_jobs", 1),)),
     Rule("jobs.attempt_budget", S004, "Bounded retries",
          "at most three worker attempts per interpretation, also across crashes",
-         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 1),)),
+         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 3),)),
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
          ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),
@@ -496,7 +496,7 @@ RULES: tuple[Rule, ...] = (
          "caller lacks the live lease of the current fence, and says truly why (stale fence, "
          "closed attempt, another owner, lapsed lease)",
          ("lease_honoured",), ("leased_jobs",),
-         (_b("refusal_always_lease_expired", "leased_jobs", 1),)),
+         (_b("refusal_always_lease_expired", "leased_jobs", 3),)),
     Rule("jobs.lease_renewal", S004, "Leases and fences",
          "a 90 s lease renewed at most every 20 s: a due renewal by the holder extends it by "
          "a full term, an earlier one changes nothing",
@@ -505,12 +505,17 @@ RULES: tuple[Rule, ...] = (
          "a preserved payload beyond the model's context fails processing without a model "
          "call and keeps its evidence; one that fits is never failed as too large",
          ("payload_fits_context", "evidence_kept"), ("leased_jobs",),
-         (_b("size_check_skipped", "leased_jobs", 1),)),
+         (_b("size_check_skipped", "leased_jobs", 2),)),
     Rule("jobs.evidence_digest", S004, "Durable states",
          "preserved evidence carries the digest of its own payload: a delivery whose "
          "declared digest differs is refused, never received",
          ("evidence_digest_sealed",), ("leased_jobs",),
          (_b("evidence_digest_of_prefix", "leased_jobs", 1),)),
+    Rule("jobs.receipt", S004, "Durable states",
+         "a receipt stores evidence and its job once: sent again exactly it answers the "
+         "stored job and writes nothing; a job id reused for other work is refused",
+         ("receipt_idempotent", "evidence_kept"), ("leased_jobs",),
+         (_b("receipt_refuses_repeats", "leased_jobs", 1),)),
     Rule("jobs.model_version", S004, "Leases and fences",
          "a worker whose model is not the job's hands the attempt back before reserving a "
          "call: no model call is spent on another model version, and its staging is refused",

@@ -115,6 +115,10 @@ INVARIANTS = (
      "each attempt at most once and every attempt open from its start to its end, across "
      "all its pages", "seed 000 'Service job attempts' (startup and relays reconcile every "
      "nonterminal attempt)"),
+    ("receipt_idempotent", "a receipt sent again exactly is accepted and answers the stored "
+     "job; a job id reused for other work is refused (JobConflict)",
+     "seed 004 'Durable states' (a receipt preserves evidence and a job in one "
+     "transaction)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -421,6 +425,17 @@ class JobChecks:
 
     def _check_receipts(self) -> None:
         store = self.world.jobs
+        for rec in self.world.trace.records("evidence.receipt"):
+            if rec["event"] != "evidence.receipt" or rec["data"]["outcome"] == "LedgerUnavailable":
+                continue
+            data = rec["data"]
+            if data["kind"] == "again" and (data["outcome"], data["stored"]) != \
+                    ("received", data["job"]):
+                self.fail("receipt_idempotent", f"a repeated receipt of job {data['job']} "
+                          f"answered {data['outcome']}", receipt=data)
+            if data["kind"] == "reused" and data["outcome"] != "JobConflict":
+                self.fail("receipt_idempotent", f"job id {data['job']} reused for evidence "
+                          f"{data['evidence']} answered {data['outcome']}", receipt=data)
         for rec in self.world.trace.records("evidence.received"):
             if rec["event"] != "evidence.received":
                 continue

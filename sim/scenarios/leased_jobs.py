@@ -9,7 +9,8 @@ newer model than the jobs ask for (its attempts are handed back unspent), an
 operator reprocesses a job whose processing ended at once while a late result
 for it is in flight, and
 some deliveries arrive with a digest that does not match their payload (the
-record is refused and fetched again) (seed 004)."""
+record is refused and fetched again), are sent twice, or come under a job id
+already taken (seed 004)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,10 @@ POLICIES = {EAGER: JobPolicy(renew_every_s=8.0)}
 ENDED = (JobState.PUBLISHED, JobState.WAITING_ONTOLOGY, JobState.WAITING_IDENTITY,
          JobState.WAITING_REVIEW, JobState.FAILED, JobState.EXHAUSTED)
 """States whose processing ended: an operator may reprocess them."""
+AGAIN = 0.1
+"""Share of receipts the producer sends once more (at-least-once delivery)."""
+REUSED = 0.05
+"""Share of new evidence first offered under a job id already taken."""
 CORRUPT = 0.06
 """Share of deliveries whose declared digest does not match the payload."""
 NEEDS = ("ontology", "identity", "review")
@@ -108,6 +113,7 @@ class Producer:
 
     world: World
     owed: list[tuple[EvidenceRecord, LeasedJob]] = field(default_factory=list)
+    received: list[tuple[EvidenceRecord, LeasedJob]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.store = cast(JobStore, SimJobStore(self.world, None))
@@ -123,9 +129,27 @@ class Producer:
             evidence = EvidenceRecord(
                 id=world.entropy.new_id(), workspace=WORKSPACE, payload=text, received_at=now,
             )
-            self.owed.append((evidence, new_job(world.entropy.new_id(), evidence,
-                                                MODEL_VERSION, now)))
+            job = new_job(world.entropy.new_id(), evidence, MODEL_VERSION, now)
+            roll = rng.random()
+            if self.received and roll < REUSED:
+                # A job id already taken, for this other evidence: refused, then a fresh id.
+                _, taken = rng.choice(self.received)
+                await self.receipt("reused", evidence, job.model_copy(update={"id": taken.id}))
+            self.owed.append((evidence, job))
             await self.deliver()
+            if self.received and REUSED <= roll < REUSED + AGAIN:
+                await self.receipt("again", *rng.choice(self.received))
+
+    async def receipt(self, kind: str, evidence: EvidenceRecord, job: LeasedJob) -> None:
+        """One receipt outside the owed list: a repeat of an acknowledged one ("again"),
+        or a job id reused for other work ("reused"); the checker judges the answer."""
+        try:
+            stored = await self.store.receive(evidence, job)
+            outcome, got = "received", str(stored.id)
+        except (LedgerUnavailable, JobError) as exc:
+            outcome, got = type(exc).__name__, None
+        self.world.trace.emit("producer", "evidence.receipt", kind=kind, evidence=evidence.id,
+                              job=job.id, outcome=outcome, stored=got)
 
     def refuse_corrupt(self, text: str) -> None:
         """A delivery whose declared digest is not its payload's (truncated in transit):
@@ -155,6 +179,7 @@ class Producer:
                 continue
             self.world.trace.emit("producer", "evidence.received", evidence=evidence.id,
                                   digest=evidence.digest, job=stored.id)
+            self.received.append((evidence, job))
 
     async def settle(self) -> None:
         while self.owed:
