@@ -46,14 +46,15 @@ def _zombie(options: FaultOptions) -> FaultOptions:
 
 
 def _killed_zombie(options: FaultOptions) -> FaultOptions:
-    """Zombies that are killed some points after they resume, and Step appends that
-    fail now and then in every seed: what a resumed zombie settled alone (its Step
-    writer failed) and had not yet evidenced is left to the successor's relay, since
-    no startup follows the kill (rule relays.recorded_evidence_debts). Not in
-    two_vessels: there it moved the rare seeds that catch orphans_of_any_boot out of
-    1-60."""
+    """Zombies that are killed some points after they resume (one point in twenty: a
+    zombie killed at its first point after resuming leaves nothing behind), and Step
+    appends that fail now and then in every seed: what a resumed zombie settled alone
+    (its Step writer failed) and had not yet evidenced is left to the successor's
+    relay, since no startup follows the kill (rule relays.recorded_evidence_debts).
+    Not in two_vessels: there it moved the rare seeds that catch orphans_of_any_boot
+    out of 1-60."""
     return _zombie(options).model_copy(update={
-        "zombie_kill_per_point_hit": max(options.zombie_kill_per_point_hit, 0.2),
+        "zombie_kill_per_point_hit": max(options.zombie_kill_per_point_hit, 0.05),
         "step_fail_per_append": max(options.step_fail_per_append, 0.05),
     })
 
