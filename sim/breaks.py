@@ -223,6 +223,16 @@ async def _mismatch_as_settled(
     return DeliveryVerdict.CORRUPT if delivery is None else DeliveryVerdict.SETTLED_ELSEWHERE
 
 
+async def _every_doubt_corrupt(
+    self: DeliveryRecovery, run: Run, delivery: RunDelivery | None
+) -> DeliveryVerdict:
+    """Out-of-step delivery truth always reported as a missing row: the pass still
+    degrades, but the report sends the operator after a row that exists (caught by
+    delivery_verdict_true)."""
+    verdict = await BREAKS.unbroken(_every_doubt_corrupt)(self, run, delivery)
+    return DeliveryVerdict.CORRUPT if verdict.degraded else verdict
+
+
 def _no_terminal_guard(self: MemoryLedger, log: Sequence[Step]) -> Step | None:
     """The ledger without its one-terminal-Step guard: every terminal append lands."""
     return None
@@ -526,6 +536,7 @@ BREAKS = BreakTable({
     "abandoned_hop_left_live": (orphans, "abandoned", _every_own_claim_live),
     "untrusted_start_fenced": (deliveries, "trustworthy_start", _any_start),
     "mismatch_passed_clean": (DeliveryRecovery, "_out_of_step", _mismatch_as_settled),
+    "mismatch_called_corrupt": (DeliveryRecovery, "_out_of_step", _every_doubt_corrupt),
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),

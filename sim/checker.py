@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -896,6 +896,11 @@ class Checker:
         `cleanup_owed` the terminal Runs whose checkpoint it reports still owed."""
         self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))
         self._guarded(lambda: self.page_checks.on_startup_done(boot, visited, cleanup_owed))
+
+    def on_startup_report(self, boot: int, deliveries: Mapping[str, Collection[UUID]]) -> None:
+        """Boot `boot`'s reconciliation reported these delivery verdicts (it serves next,
+        or the strict profile refuses)."""
+        self._guarded(lambda: self.startup_checks.on_report(boot, deliveries))
 
     def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run]) -> None:
         """Boot `boot`'s ledger seam returns a page of Runs (`Ledger.page_runs`)."""

@@ -323,6 +323,11 @@ RULES: tuple[Rule, ...] = (
          "is never passed as clean: the pass degrades and the strict profile refuses",
          ("startup_degrades_honestly",), ("degraded_startup",),
          (_b("mismatch_passed_clean", "degraded_startup", 5),)),
+    Rule("startup.delivery_verdict_true", S000, "Cancellation, mutation, and recovery",
+         "startup reports a QUEUED Run without a delivery row at its sequence as corrupt and "
+         "one whose row is out of step as mismatched, never the one for the other",
+         ("delivery_verdict_true",), ("degraded_startup",),
+         (_b("mismatch_called_corrupt", "degraded_startup", 5),)),
     Rule("relays.stranded_job_redelivered", S000, "Cancellation, mutation, and recovery",
          "a hop job a dead boot dequeued and never claimed is retired and its Run rotated to "
          "a fresh sequence by the next startup or relay, never left for the broker's "
@@ -409,7 +414,7 @@ RULES: tuple[Rule, ...] = (
          "a Run's terminal Step is its last: the ledger refuses every later Step, so a "
          "zombie hop that resumes after its Run was failed writes no evidence behind it",
          ("terminal_step_is_last",), ("zombies",),
-         (_b("steps_after_terminal_written", "zombies", 10),)),
+         (_b("steps_after_terminal_written", "zombies", 12),)),
     Rule("relays.recorded_evidence_debts", S000, "Events, settlement, and waits",
          "with several Vessels the relays also pay the ledger's recorded terminal-evidence "
          "debts, so a Run whose boot died between terminal truth and its Step (and was not "
@@ -419,7 +424,7 @@ RULES: tuple[Rule, ...] = (
          # the settlement's transaction, so the debt needs a hop that settles alone
          # (an earlier Step failed or stalled) in a boot no startup follows: a resumed
          # zombie killed right after (FaultKind.ZOMBIE_KILL, zombies only, whose Step
-         # appends also fail now and then). Caught by zombies seeds 1, 10, 17 of 1-60
+         # appends also fail now and then). Caught by zombies seeds 1, 16, 22 of 1-60
          # (two_vessels, without the kill: seed 301).
          (_b("recorded_evidence_left", "zombies", 1),)),
     # -- seed 000, "Service job attempts" ------------------------------------------------

@@ -18,6 +18,9 @@ the proxies report each one here as it is injected. Two rules follow:
   is never aborted or retired while its Run waits QUEUED at that sequence:
   startup and the relay retain it (only a cancellation, which moves the Run
   off QUEUED first, aborts a queued job);
+- `delivery_verdict_true`: a startup report names a QUEUED Run corrupt only when
+  its delivery row is missing, and mismatched only when a row exists (one the
+  boot read out of step), so the operator is told which truth is broken;
 - `redelivered_promptly` (issue 15, M11): a hop job that a boot dequeued
   and died holding, its Run never claimed, is retired and re-delivered by a
   later boot; the broker's heartbeat sweep ending it under a boot that has
@@ -30,9 +33,11 @@ own books and what the fault proxies injected; violations go through
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, RunStatus
@@ -62,6 +67,11 @@ INVARIANTS = (
      "aborted or retired while its Run waits QUEUED at that sequence: recovery retains it",
      "seed 000 'Cancellation, mutation, and recovery' (startup recovers every QUEUED Run's "
      "exact delivery: a queued job is retained)"),
+    ("delivery_verdict_true", "a startup report calls a Run still QUEUED at its sequence "
+     "corrupt only when that sequence has no delivery row, and mismatched only when it "
+     "has one", "seed 000 'Cancellation, mutation, and recovery' (the scan starts from "
+     "every queued Run, so a missing delivery row is reported as corruption; mismatched "
+     "delivery truth degrades the pass)"),
     ("redelivered_promptly", "a hop job a dead boot dequeued and never claimed is re-delivered "
      "by a later boot's startup or relay: the broker's heartbeat sweep never has to end it "
      f"while its Run waits QUEUED and a boot has served for {PROMPT_S:g} s",
@@ -126,6 +136,25 @@ class StartupChecks:
                     else f"delivery {rows[0]} out of step with its QUEUED Run")
             self.checker.fail("startup_degrades_honestly", f"boot {boot} started clean "
                               f"although it saw {what}", boot=boot, jobs=jobs, rows=rows)
+
+    def on_report(self, boot: int, deliveries: Mapping[str, Collection[UUID]]) -> None:
+        """delivery_verdict_true, as boot `boot`'s reconciliation report is read (it
+        serves, or the strict profile refuses). A Run still QUEUED then sits at the
+        sequence the startup judged: a corrupt or mismatched verdict rotates nothing,
+        and no other boot runs meanwhile, or it reads the same row."""
+        ledger = self.checker.world.ledger
+        for verdict, row_expected in (("corrupt", False), ("mismatched", True)):
+            for run_id in sorted(deliveries.get(verdict, ()), key=str):
+                run = ledger.run_table.get(run_id)
+                if run is None or run.status is not RunStatus.QUEUED:
+                    continue
+                has_row = (run_id, run.seq) in ledger.delivery_table
+                if has_row != row_expected:
+                    row = "exists" if has_row else "is missing"
+                    self.checker.fail("delivery_verdict_true", f"boot {boot}'s startup "
+                                      f"called Run {run_id} {verdict} although its delivery "
+                                      f"{run.seq} {row}", boot=boot, run=str(run_id))
+                    return
 
     def _queued_at(self, key: str) -> bool:
         run_id, seq = parse_hop_key(key)

@@ -215,6 +215,9 @@ class Boot(Incarnation):
                     self.world.live_boot = self.world.serving_peer(self)
         except (StartupRefused, ShutdownIncomplete) as exc:
             self.world.trace.emit("world", "boot.refused", reason=str(exc))
+            refused = self.lifespan.status.report
+            if isinstance(exc, StartupRefused) and refused is not None:
+                self.world.checker.on_startup_report(self.number, refused.deliveries)
             self.crash(type(exc).__name__)
             raise ProcessCrashed(self.id) from exc
         except Exception as exc:
@@ -233,6 +236,7 @@ class Boot(Incarnation):
     def _started(self, status: LifespanStatus) -> None:
         report = status.report
         assert report is not None
+        self.world.checker.on_startup_report(self.number, report.deliveries)
         self.world.trace.emit(
             "world", "startup.done", degraded=report.degraded,
             failed_orphans=len(report.failed_orphans),
