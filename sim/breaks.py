@@ -321,6 +321,14 @@ def _owes_from_the_claim(self: HopEvents, deps: Deps, bus: Any, run: Run, seq: i
     self.debt = True
 
 
+async def _evidence_without_channel(self: Canceller, run: Run) -> None:
+    """The canceller's terminal evidence without its live part: the Step is written,
+    but the Run's channel neither hears run.cancelled nor closes, so its readers wait
+    on a final Run (caught by cancel_closes_channel; the mutation tool's survivor
+    `cancel.py:105`, `bus is not None` made `is None`)."""
+    await write_or_owe(self.deps, run, self.evidence_debt)
+
+
 async def _park_raises(self: HopEvents, status: RunStatus) -> None:
     """A park whose evidence raises out of the hop instead of being owed: the broker
     sees the hop fail (caught by hop_ends_with_an_outcome)."""
@@ -547,6 +555,7 @@ BREAKS = BreakTable({
     "cancel_never_completes": (Canceller, "contain", _contain_then_doubt),
     "park_escapes_hop": (HopEvents, "parked", _park_raises),
     "debt_before_truth": (HopEvents, "__init__", _owes_from_the_claim),
+    "channel_left_open_after_cancel": (Canceller, "_evidence", _evidence_without_channel),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and
     # spends its whole budget in a burst (caught by retry_backoff).

@@ -21,8 +21,11 @@ from runtime.events.errors import (
 )
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from runtime.events.channel import RunChannel, Subscription
     from sim.checker import Checker
+    from sim.world import Boot
 
 MAX_SUBSCRIBERS = 1024
 """The checker's copy of a channel's subscriber bound."""
@@ -39,6 +42,11 @@ INVARIANTS = (
      "without one (or after the grace a slow reader outlived)",
      "seed 000 'Events, settlement, and waits' (close drains readers after the terminal "
      "event)"),
+    ("cancel_closes_channel", "a cancel that answers CANCELLED has ended the Run's live "
+     "channel in the process that answered: the terminal event went to its readers and "
+     "the channel is closed, so no reader waits on a Run whose truth is final",
+     "seed 000 'Events, settlement, and waits' (terminal paths publish the terminal event, "
+     "flush, then close the channel); 'Cancellation, mutation, and recovery'"),
 )
 
 
@@ -118,3 +126,16 @@ class EventChecks:
                   f"{sub._last} without the terminal event "
                   f"({'cut off' if sub._cut_off else 'not cut off'}, channel "
                   f"{'closed' if channel._closed else 'open'})", sub=name)
+
+    def on_cancelled(self, run_id: UUID, boot: Boot) -> None:
+        """An operator's cancel answered CANCELLED through `boot` (read before any
+        await: nothing moves between the answer and this look)."""
+        if not boot.alive:
+            return  # its memory, channels included, died with it
+        channel = boot.vessel.worker.bus.get(run_id)
+        if channel is not None and not channel._closed:
+            self.checker.report("cancel_closes_channel", f"a cancel of Run {run_id} answered "
+                                f"CANCELLED through boot {boot.number} with its channel still "
+                                f"open (cursor {channel._cursor}, terminal "
+                                f"{'published' if channel._terminal else 'not published'})",
+                                run=str(run_id), boot=boot.number)

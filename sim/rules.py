@@ -456,6 +456,11 @@ RULES: tuple[Rule, ...] = (
          "after the terminal event a channel closes only once its readers drained it (or "
          "the grace expired): a reader that keeps up sees the terminal event",
          ("stream_reaches_terminal",), ("events",), (_b("close_without_grace", "events", 1),)),
+    Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
+         "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
+         "committed, the Run's live channel gets run.cancelled and closes",
+         ("cancel_closes_channel",), ("cancel",),
+         (_b("channel_left_open_after_cancel", "cancel", 1),)),
     Rule("events.debt_after_truth", S000, "Events, settlement, and waits",
          "a Run's terminal Step is owed (an evidence debt for the relay) only once its "
          "terminal truth committed: a hop that parks or is fenced owes nothing",

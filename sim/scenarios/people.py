@@ -3,17 +3,18 @@ operator who cancels Runs, both over the process boundary."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from uuid import UUID
 
 import anyio
 
 from runtime.errors import LedgerUnavailable, RuntimeEngineError
-from runtime.models import ConsentStatus, RunStatus
+from runtime.models import ConsentStatus, Run, RunStatus
 from runtime.stasis.consent import decide
 from sim.faults import struck
 from sim.faults.plan import FaultKind
-from sim.world import Unavailable, World
+from sim.world import Boot, Unavailable, World
 
 ACTOR_KINDS = (FaultKind.ACTOR_SLOW, FaultKind.ACTOR_DUPLICATE, FaultKind.ACTOR_LATE,
                FaultKind.ACTOR_FAIL)
@@ -147,10 +148,18 @@ class Operator:
 
     async def cancel(self, run_id: UUID) -> None:
         since, began = len(self.world.trace.lines), anyio.current_time()
+        answered: list[Boot] = []
+
+        def call(boot: Boot) -> Awaitable[Run]:
+            answered.append(boot)
+            return boot.canceller.cancel(run_id)
+
         with struck.watching() as faults:  # the faults that strike this very call
             try:
-                run = await self.world.request(lambda boot: boot.canceller.cancel(run_id))
+                run = await self.world.request(call)
                 outcome = run.status.value
+                if run.status is RunStatus.CANCELLED:
+                    self.world.checker.event_checks.on_cancelled(run_id, answered[-1])
             except Unavailable as exc:
                 outcome = type(exc).__name__
             except RuntimeEngineError as exc:

@@ -331,3 +331,12 @@ def test_a_hop_that_owes_evidence_before_its_terminal_truth_is_caught() -> None:
                                         "debt_after_truth")
     assert "AWAITING_CONSENT" in message
     assert run_simulation(seed, "consent", "swarm").ok
+
+
+def test_a_cancel_that_leaves_the_run_s_channel_open_is_caught() -> None:
+    """The canceller's terminal path ends the Run's live channel (sim.event_checks,
+    cancel_closes_channel): the break writes the Step and forgets the channel."""
+    seed, _, message = _first_violation("cancel", "channel_left_open_after_cancel",
+                                        range(1, 20), "cancel_closes_channel")
+    assert "still open" in message
+    assert run_simulation(seed, "cancel", "swarm").ok
