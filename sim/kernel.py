@@ -27,6 +27,7 @@ from sim.clock import EPOCH, real_perf_counter, sim_clock, virtual_time
 from sim.faults.injector import Injector
 from sim.faults.options import options_for
 from sim.faults.plan import FaultPlan
+from sim.loop import quiet_io
 from sim.rng import Streams
 from sim.scenarios import Scenario, resolve
 from sim.world import BootFailed, World
@@ -167,6 +168,7 @@ def run_simulation(
     with breaks.broken(break_name or breaks.from_env()), freeze_time(EPOCH) as frozen:
 
         async def entry() -> None:
+            quiet_io()  # no syscall per loop turn: a simulation does no I/O (sim/loop.py)
             world = holder["world"] = World(seed=seed, streams=streams, injector=injector)
             if spec.setup is not None:
                 spec.setup(world)

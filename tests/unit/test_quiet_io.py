@@ -1,0 +1,115 @@
+"""quiet_io (sim/loop.py): a zero-timeout poll is skipped only while nothing but the
+run's wakeup socket is waited on and nothing came from outside the run; the tasks
+then step in exactly the order of the plain loop, and sockets and threads still work."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from trio._core._run import TheIOManager
+
+from sim.clock import sim_clock
+from sim.loop import quiet_io
+
+pytestmark = pytest.mark.skipif(TheIOManager.__name__ != "EpollIOManager",
+                                reason="quiet_io only acts on epoll")
+
+
+@pytest.fixture
+def polls(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every real poll made, by its timeout."""
+    made: list[float] = []
+    real = TheIOManager.get_events
+
+    def counted(self: Any, timeout: float) -> Any:
+        made.append(timeout)
+        return real(self, timeout)
+
+    monkeypatch.setattr(TheIOManager, "get_events", counted)
+    return made
+
+
+def _steps(quiet: bool, seed: int) -> list[tuple[int, int, float]]:
+    """The order in which 12 tasks take 30 steps each (sleeps, checkpoints, events)."""
+    order: list[tuple[int, int, float]] = []
+    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    trio._core._run._r.seed(seed)
+
+    async def task(i: int, go: trio.Event) -> None:
+        rng = random.Random(i)
+        for step in range(30):
+            r = rng.random()
+            if r < 0.4:
+                await trio.sleep(rng.choice([0.0, 0.5, 2.0]))
+            elif r < 0.8:
+                await trio.lowlevel.checkpoint()
+            elif i % 3 == 0:
+                go.set()
+            else:
+                await go.wait()
+            order.append((i, step, trio.current_time()))
+
+    async def main() -> None:
+        if quiet:
+            assert quiet_io()
+        go = trio.Event()
+        async with trio.open_nursery() as nursery:
+            for i in range(12):
+                nursery.start_soon(task, i, go)
+
+    trio.run(main, clock=sim_clock())
+    return order
+
+
+def test_tasks_step_in_the_order_of_the_plain_loop_without_polling(polls: list[float]) -> None:
+    for seed in range(5):
+        plain = _steps(False, seed)
+        made = len(polls)
+        assert made > 100  # the plain loop polls on every turn
+        assert _steps(True, seed) == plain
+        assert len(polls) - made < 10  # the quiet loop: only the turns before main() ran
+
+
+def test_a_socket_wait_brings_the_poll_back(polls: list[float]) -> None:
+    async def main() -> bytes:
+        assert quiet_io()
+        a, b = trio.socket.socketpair()
+        with a, b:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(a.send, b"ping")
+                return await b.recv(4)
+
+    assert trio.run(main, clock=sim_clock()) == b"ping"
+    assert polls
+
+
+@pytest.mark.timeout(30)  # a loop that missed the callback spins instead of failing
+def test_work_handed_to_the_run_is_seen_and_polling_resumes(polls: list[float]) -> None:
+    """run_sync_soon (what threads and Ctrl-C use) wakes the run's entry task through
+    its wakeup socket: after it the quiet loop polls again, so the callback runs
+    before the virtual clock jumps to the deadline."""
+
+    async def main() -> float:
+        assert quiet_io()
+        done = trio.Event()
+        await trio.sleep(1)
+        quiet = len(polls)
+        trio.lowlevel.current_trio_token().run_sync_soon(done.set)
+        with trio.fail_after(10):
+            await done.wait()
+        assert len(polls) > quiet
+        return trio.current_time()
+
+    assert trio.run(main, clock=sim_clock()) == 1.0
+
+
+def test_a_thread_still_answers(polls: list[float]) -> None:
+    async def main() -> int:
+        assert quiet_io()
+        return await trio.to_thread.run_sync(lambda: 42)
+
+    assert trio.run(main) == 42
