@@ -105,6 +105,10 @@ class RetryWatch:
         async def call(*args: Any, **kwargs: Any) -> Any:
             return await self._checks.watch(name, lambda: attr(*args, **kwargs))
 
+        # Kept: later lookups find it without __getattr__ (nor the inner ledger's own,
+        # which builds its wrapper afresh each time). The wrappers hold no state of a
+        # call, and the ledgers' methods are fixed once a world is built.
+        self.__dict__[name] = call
         return call
 
 

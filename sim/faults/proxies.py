@@ -69,7 +69,8 @@ class _Guarded:
 
     async def _guard(self, op: Callable[[], Awaitable[T]]) -> T:
         """Run `op` with the liveness gate installed for this task."""
-        await self._hold()
+        if self.boot.frozen:  # self._hold(), without a coroutine per call: the hot path
+            await self.boot.thaw()
         self.boot.check_alive()
         token = BEFORE_APPLY.set(self.boot.check_alive)
         try:
@@ -186,7 +187,8 @@ class SimLedger(_Guarded):
     async def _attempt(
         self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None
     ) -> T:
-        await self._hold()
+        if self.boot.frozen:  # self._hold(), inline (every ledger call passes here)
+            await self.boot.thaw()
         self.boot.check_alive()
         self._refuse_partitioned(name)
         self._refuse_during_outage(name)
