@@ -13,7 +13,15 @@ Run on demand: `python benchmarks/sim_speed.py [--seeds N] [--json out.json]
 - `wait`: virtual seconds per CPU-second and per wall second on a wait-heavy
   mix (Runs parked on consent, hardware and service waits);
 - with `--rss-seeds N`, the peak and the growth of resident memory over an
-  N-seed in-process campaign of `basic` (it must stay flat).
+  N-seed in-process campaign of `basic` (it must stay flat);
+- with `--jobs N`, the swarm mix once more through the campaign's pool of N
+  worker processes (`sim.campaign.iterate`), each simulation timed in its
+  worker: the wall time, each worker's start-up and simulation CPU, the
+  parent's CPU, the `bound` (the CPU of all simulations over that of the
+  busiest worker: the speed-up N otherwise idle cores would give) and the
+  `cores` the workers obtained (their CPU over the wall time). On a shared
+  machine `--jobs` wall ratios measure the neighbours; `bound` and `cores`
+  tell the pool's own overhead from the CPU it could not get.
 
 CPU time (`time.process_time`) is the denominator, not wall time: the machine
 may be shared, and CPU time is what another process cannot steal from us.
@@ -30,6 +38,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import resource
 import sys
 import time
@@ -95,6 +104,45 @@ def measure(scenarios: list[str], seeds: int) -> dict[str, float]:
     }
 
 
+def timed_run(job: Any) -> dict[str, Any]:
+    """One campaign job, with the CPU it took in its worker (module level: it is
+    pickled into spawned workers)."""
+    from sim.campaign import run_one
+
+    before = time.process_time()
+    summary = run_one(job)
+    after = time.process_time()
+    return {"cpu_s": after - before, "worker_cpu_before": before, "pid": os.getpid(),
+            "runs": summary["runs"]}
+
+
+def pool(scenarios: list[str], seeds: int, jobs: int) -> dict[str, float]:
+    """The swarm mix through the campaign's pool of `jobs` workers."""
+    from sim.campaign import iterate, plan
+
+    work = plan(scenarios, list(range(1, seeds + 1)), "swarm")
+    wall0, cpu0 = real_perf_counter(), time.process_time()
+    timed = list(iterate(work, jobs, timed_run))
+    wall, parent = real_perf_counter() - wall0, time.process_time() - cpu0
+    workers: dict[int, list[dict[str, Any]]] = {}
+    for t in timed:
+        workers.setdefault(t["pid"], []).append(t)
+    start = {pid: min(t["worker_cpu_before"] for t in ts) for pid, ts in workers.items()}
+    busy = {pid: start[pid] + sum(t["cpu_s"] for t in ts) for pid, ts in workers.items()}
+    sims = sum(t["cpu_s"] for t in timed)
+    return {
+        "jobs": float(jobs),
+        "simulations": float(len(timed)),
+        "wall_s": wall,
+        "parent_cpu_s": parent if jobs > 1 else 0.0,
+        "simulation_cpu_s": sims,
+        "worker_startup_cpu_s": max(start.values()) if jobs > 1 else 0.0,
+        "busiest_worker_cpu_s": max(busy.values()),
+        "bound": sims / max(busy.values()),
+        "cores": sum(busy.values()) / wall,
+    }
+
+
 def _rss_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -123,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per scenario (swarm mix)")
     parser.add_argument("--wait-seeds", type=int, default=5, help="seeds per wait scenario")
     parser.add_argument("--rss-seeds", type=int, default=0, help="also measure RSS over N seeds")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="also run the swarm mix through a pool of N workers")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--compare", type=Path, help="an earlier --json file: print factors")
     args = parser.parse_args(argv)
@@ -139,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     figures["wait"] = wait
     if args.rss_seeds:
         figures["rss"] = rss(args.rss_seeds)
+    if args.jobs:
+        figures["pool"] = pool([s.name for s in resolve("all")], args.seeds, args.jobs)
     _print(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
@@ -162,6 +214,13 @@ def _print(f: dict[str, Any]) -> None:
         print(f"rss       : {r['rss_first_kib'] / 1024:.0f} MiB after 10% of "
               f"{r['seeds']:.0f} seeds, {r['rss_last_kib'] / 1024:.0f} MiB at the end, "
               f"peak {r['peak_kib'] / 1024:.0f} MiB")
+    if "pool" in f:
+        p = f["pool"]
+        print(f"pool      : --jobs {p['jobs']:.0f}: {p['simulations']:.0f} simulations in "
+              f"{p['wall_s']:.1f} wall-s; workers' start-up {p['worker_startup_cpu_s']:.2f} "
+              f"CPU-s each, busiest {p['busiest_worker_cpu_s']:.1f} of "
+              f"{p['simulation_cpu_s']:.1f} CPU-s of simulations, parent "
+              f"{p['parent_cpu_s']:.2f}; bound x{p['bound']:.2f}, {p['cores']:.2f} cores obtained")
     print("RESULT " + json.dumps(f, sort_keys=True))
 
 
