@@ -23,6 +23,9 @@ client sees it across the process boundary:
   caller whose hook must release it; an open delivery past HELD names none.
 - `session_busy_is_true`: SessionBusy goes only to an Intent with a session,
   naming a Run of that session (a sessionless Intent is never fenced).
+- `replay_before_fence`: a keyed call whose Run was admitted before it began is
+  answered as a replay (the Run, a conflict, a held refusal), never SessionBusy:
+  the key is decided before the session fence.
 - `retention_failure_settled`: a call whose own retention hook completed is
   told RetentionFailed only if its held generation is FAILED (another owner
   failed it first) or a fault struck its release; never while the admission
@@ -62,6 +65,11 @@ INVARIANTS = (
     ("session_busy_is_true", "SessionBusy is answered only to an Intent that names a Bridge "
      "session, and names a Run of that very session", "seed 000 'Admission and exact claim' "
      "(one nonterminal Run per Bridge session)"),
+    ("replay_before_fence", "a keyed submit whose Run was admitted before the call began is "
+     "answered as a replay of it (the Run, a conflict or a held refusal), never SessionBusy: "
+     "idempotency is decided before the session fence",
+     "seed 000 'Admission and exact claim' (a replay returns the same Run; one nonterminal "
+     "Run per Bridge session applies to new admissions)"),
     ("retention_failure_settled", "a submit whose retention hook completed answers "
      "RetentionFailed only when its held generation is FAILED (another owner failed it) or a "
      "fault struck the release: never for an admission that was released and goes on",
@@ -162,8 +170,24 @@ class AdmissionChecks:
             self.checker.report("idempotent_admission", f"a conflict on key "
                                 f"{intent.idempotency_key!r} named key {exc.key!r}")
 
-    def session_busy(self, exc: SessionBusy, intent: Intent) -> None:
-        """session_busy_is_true: SessionBusy names the caller's session and a Run in it."""
+    def admitted_before(self, intent: Intent) -> UUID | None:
+        """The Run the Intent's scoped key already admitted, read from the ledger's
+        rows (not from the engine's id derivation), or None."""
+        if intent.idempotency_key is None:
+            return None
+        scope = f"{intent.source}:{intent.sigil}"
+        for run in self.checker.world.ledger.run_table.values():
+            if run.idempotency_key == intent.idempotency_key and run.idempotency_scope == scope:
+                return run.id
+        return None
+
+    def session_busy(self, exc: SessionBusy, intent: Intent, prior: UUID | None = None) -> None:
+        """session_busy_is_true: SessionBusy names the caller's session and a Run in it;
+        replay_before_fence: never to a keyed call whose Run (`prior`) existed already."""
+        if prior is not None:
+            self.checker.report("replay_before_fence", f"a replay of key "
+                                f"{intent.idempotency_key!r} (Run {prior}, admitted before the "
+                                f"call) was refused SessionBusy naming Run {exc.run_id}")
         other = self.checker.world.ledger.run_table.get(exc.run_id)
         if intent.session is None or exc.session != intent.session or other is None \
                 or other.session != intent.session:

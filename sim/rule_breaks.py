@@ -144,6 +144,18 @@ def _fingerprint_in_key_order(self: Intent) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+async def _fence_before_replay(self: RunEngine, intent: Intent,
+                               retain: Any = None) -> Submission:
+    """Admission that fences the session before it looks for the key's prior Run: an
+    exact replay is refused SessionBusy while any Run of its session is active (the
+    mutation tool's survivor `engine.py:117`, the prior lookup skipped for keyed
+    Intents; caught by replay_before_fence)."""
+    checked = engine_module.validated_intent(intent)
+    if checked.session is not None and checked.idempotency_key is not None:
+        await self._fence_session(checked, None)
+    return await RULE_BREAKS.unbroken(_fence_before_replay)(self, intent, retain)
+
+
 async def _no_session_fence(self: RunEngine, intent: Intent, run_id: UUID | None) -> None:
     """Admission that never looks for another nonterminal Run of the session."""
     return None
@@ -760,6 +772,7 @@ RULE_BREAKS = BreakTable({
     "fingerprint_ignores_priority": (Intent, "fingerprint", _fingerprint_without_priority),
     "fingerprint_key_order": (Intent, "fingerprint", _fingerprint_in_key_order),
     "no_session_fence": (RunEngine, "_fence_session", _no_session_fence),
+    "session_fence_before_replay": (RunEngine, "submit", _fence_before_replay),
     "session_fence_in_process": (MemoryLedger, "_session_busy", _session_never_busy),
     "published_without_job": (RunEngine, "publish", _publish_marks_on_failure),
     "submit_leaves_publish_to_relay": (RunEngine, "publish", _publish_unless_submitting),

@@ -93,6 +93,11 @@ RULES: tuple[Rule, ...] = (
          "a delivery admitted HELD names the caller whose retention hook must release it; once "
          "released (or never held) it names no owner",
          ("held_names_owner",), ("basic",), (_b("held_without_owner", "basic", 1),)),
+    Rule("admission.replay_before_fence", S000, "Admission and exact claim",
+         "a scoped key is decided before the session fence: an exact replay of a Run admitted "
+         "earlier returns it even while another Run of its session is open",
+         ("replay_before_fence",), ("session_race",),
+         (_b("session_fence_before_replay", "session_race", 1),)),
     Rule("admission.session_busy_is_true", S000, "Admission and exact claim",
          "only an Intent naming a Bridge session is refused as busy, and the refusal names a "
          "nonterminal Run of that same session; Intents without a session are never fenced",

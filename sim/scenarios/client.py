@@ -68,6 +68,7 @@ class Client:
         run_id = None
         checks = self.world.checker.admission_checks
         since = len(self.world.trace.lines)
+        prior = checks.admitted_before(intent)
         try:
             result = await self._request(sub, lambda boot: boot.engine.submit(intent, retain))
             outcome, run_id = "admitted", str(result.run.id)
@@ -85,7 +86,7 @@ class Client:
             if isinstance(exc, IdempotencyConflict):
                 checks.conflict_names_key(exc, intent)
             if isinstance(exc, SessionBusy):
-                checks.session_busy(exc, intent)
+                checks.session_busy(exc, intent, prior)
             if isinstance(exc, RetentionFailed):
                 checks.retention_failed(retained, since)
         self.world.trace.emit(

@@ -1,7 +1,10 @@
 """Scenario `session_race`: two Vessels serve one database, and clients send
 bursts of admissions through both at the same moment: different keys into one
 Bridge session, one key with the same content, or one key with other content;
-sometimes an operator then cancels an admitted Run through both at once.
+sometimes a client then replays an Intent admitted earlier in the same session
+while the burst's Run is still open (an exact replay returns its Run, never
+SessionBusy); sometimes an operator then cancels an admitted Run through both at
+once.
 
 Each Vessel serialises same-key admissions and fences a session only inside
 its own process (runtime.sessions), so across Vessels only the ledger's
@@ -19,7 +22,7 @@ from uuid import UUID
 
 import anyio
 
-from runtime.errors import LedgerUnavailable, RuntimeEngineError
+from runtime.errors import LedgerUnavailable, RuntimeEngineError, SessionBusy
 from runtime.models import Intent
 from runtime.recovery.boot_lease import BOOT_LEASE_S
 from sim.delivery_checks import content_digest
@@ -30,6 +33,9 @@ from sim.world import Boot, Unavailable, World
 SESSIONS = ("race-1", "race-2")
 CANCEL_SHARE = 0.4
 """Share of bursts after which every serving Vessel cancels the burst's Run at once."""
+REPLAY_SHARE = 0.5
+"""Share of bursts after which an Intent admitted earlier in the burst's session is
+replayed exactly, while the burst's own Run is likely still open."""
 
 
 def two_vessels(world: World) -> None:
@@ -43,14 +49,21 @@ def _serving(world: World) -> list[Boot]:
             if b.alive and b.ready and not b.frozen and not b.stopping.is_set()]
 
 
-async def _submit(world: World, boot: Boot, intent: Intent, admitted: list[UUID]) -> None:
+async def _submit(world: World, boot: Boot, intent: Intent, admitted: list[UUID],
+                  won: list[Intent] | None = None) -> None:
     run_id = None
+    checks = world.checker.admission_checks
+    prior = checks.admitted_before(intent)
     try:
         result = await boot.call(lambda b: b.engine.submit(intent))
         outcome, run_id = "admitted", str(result.run.id)
         admitted.append(result.run.id)
+        if won is not None:
+            won.append(intent)
     except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
         outcome = type(exc).__name__
+        if isinstance(exc, SessionBusy):
+            checks.session_busy(exc, intent, prior)
     world.trace.emit(
         "client", "submit.result", key=intent.idempotency_key, outcome=outcome,
         run_id=run_id, fingerprint=intent.fingerprint(), held=False,
@@ -85,15 +98,23 @@ def _burst(world: World, i: int) -> list[Intent]:
 
 async def _workload(world: World) -> None:
     rng = world.streams.workload
+    earlier: dict[str | None, list[Intent]] = {}
     for i in range(rng.randint(8, 16)):
         await anyio.sleep(round(rng.expovariate(1 / 8), 3))
         boots = _serving(world)
         if not boots:
             continue
         admitted: list[UUID] = []
+        won: list[Intent] = []
+        intents = _burst(world, i)
         async with anyio.create_task_group() as tg:
-            for j, intent in enumerate(_burst(world, i)):
-                tg.start_soon(_submit, world, boots[j % len(boots)], intent, admitted)
+            for j, intent in enumerate(intents):
+                tg.start_soon(_submit, world, boots[j % len(boots)], intent, admitted, won)
+        session = intents[0].session
+        boots = _serving(world)
+        if earlier.get(session) and boots and rng.random() < REPLAY_SHARE:
+            await _submit(world, boots[0], rng.choice(earlier[session]), [])
+        earlier.setdefault(session, []).extend(won[:1])
         boots = _serving(world)
         if admitted and boots and rng.random() < CANCEL_SHARE:
             target = admitted[0]

@@ -340,3 +340,12 @@ def test_a_cancel_that_leaves_the_run_s_channel_open_is_caught() -> None:
                                         range(1, 20), "cancel_closes_channel")
     assert "still open" in message
     assert run_simulation(seed, "cancel", "swarm").ok
+
+
+def test_a_session_fence_ahead_of_the_replay_lookup_is_caught() -> None:
+    """An exact replay returns its Run while another Run of its session is open
+    (sim.admission_checks, replay_before_fence): the break fences the session first."""
+    seed, _, message = _first_violation("session_race", "session_fence_before_replay",
+                                        range(1, 20), "replay_before_fence")
+    assert "admitted before the call" in message
+    assert run_simulation(seed, "session_race", "swarm").ok
