@@ -47,7 +47,7 @@ from runtime.jobs import models as job_models
 from runtime.jobs import rules as job_rules
 from runtime.jobs import worker as jobs_worker
 from runtime.jobs.errors import JobConflict, JobError, LeaseExpired
-from runtime.jobs.models import EventKind, LeasedJob, Refusal, Usage
+from runtime.jobs.models import EventKind, JobPolicy, LeasedJob, Refusal, Usage
 from runtime.keys import hop_key
 from runtime.models import (
     AgentJobStatus,
@@ -624,6 +624,26 @@ def _receipt_refuses_repeats(evidence: Any, job: LeasedJob, stored_evidence: Any
                                                           stored_job)
 
 
+def _backoff_from_this_attempt(self: Any, attempts_used: int) -> float:
+    """A retry backoff counted from the attempt just made, not the one before: every
+    wait is twice the policy's."""
+    return float(min(self.retry_max_s, self.retry_base_s * 2 ** max(0, attempts_used)))
+
+
+def _claim_half_lease(job: LeasedJob, worker_id: str, now: datetime, lease_s: float,
+                      next_event: int) -> job_rules.Decision:
+    """A claim that leases the job for half the term asked for."""
+    return RULE_BREAKS.unbroken(_claim_half_lease)(job, worker_id, now, lease_s / 2,
+                                                   next_event)
+
+
+def _lease_check_without_repeats(job: LeasedJob, fence: int, owner: str, now: datetime,
+                                 repeat: Any = None) -> Refusal | None:
+    """The lease check with the repeat test dropped: a retry of the very closing (after
+    an ambiguous commit) is refused as a closed attempt."""
+    return RULE_BREAKS.unbroken(_lease_check_without_repeats)(job, fence, owner, now)
+
+
 def _digest_of_prefix(payload: str) -> str:
     """An evidence digest over the payload's first 64 characters only."""
     return hashlib.sha256(payload[:64].encode()).hexdigest()
@@ -822,6 +842,9 @@ RULE_BREAKS = BreakTable({
     "evidence_digest_of_prefix": (job_models, "digest_text", _digest_of_prefix),
     "refused_usage_relabelled": (job_rules, "interpretation_of", _interpretation_now),
     "receipt_refuses_repeats": (job_rules, "decide_receive", _receipt_refuses_repeats),
+    "retry_backoff_doubled": (JobPolicy, "retry_delay", _backoff_from_this_attempt),
+    "claim_half_lease": (job_rules, "decide_claim", _claim_half_lease),
+    "repeat_closing_refused": (job_rules, "check_lease", _lease_check_without_repeats),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "close_without_grace": (RunChannel, "close", _close_without_grace),

@@ -495,7 +495,12 @@ RULES: tuple[Rule, ...] = (
          (_b("stage_fence", "leased_jobs", 1),)),
     Rule("jobs.attempt_budget", S004, "Bounded retries",
          "at most three worker attempts per interpretation, also across crashes",
-         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 3),)),
+         ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 1),)),
+    Rule("jobs.retry_backoff", S004, "Bounded retries",
+         "a retryable failure schedules its retry with the policy's bounded exponential "
+         "backoff: after attempt n at most min(60, 5 x 2^(n-1)) s later",
+         ("retry_backed_off",), ("leased_jobs",),
+         (_b("retry_backoff_doubled", "leased_jobs", 1),)),
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
          ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),
@@ -509,18 +514,21 @@ RULES: tuple[Rule, ...] = (
     Rule("jobs.lease_refusals", S004, "Leases and fences",
          "a fenced transaction (renew, reserve, stage, close) is refused exactly when its "
          "caller lacks the live lease of the current fence, and says truly why (stale fence, "
-         "closed attempt, another owner, lapsed lease)",
+         "closed attempt, another owner, lapsed lease); a retry of the very closing after an "
+         "ambiguous commit is answered, not refused",
          ("lease_honoured",), ("leased_jobs",),
-         (_b("refusal_always_lease_expired", "leased_jobs", 3),)),
+         (_b("refusal_always_lease_expired", "leased_jobs", 1),
+          _b("repeat_closing_refused", "leased_jobs", 4))),
     Rule("jobs.lease_renewal", S004, "Leases and fences",
-         "a 90 s lease renewed at most every 20 s: a due renewal by the holder extends it by "
-         "a full term, an earlier one changes nothing",
-         ("lease_renewed",), ("leased_jobs",), (_b("renewal_ignored", "leased_jobs", 1),)),
+         "a 90 s lease from the claim, renewed at most every 20 s: a due renewal by the holder "
+         "extends it by a full term, an earlier one changes nothing",
+         ("lease_renewed",), ("leased_jobs",), (_b("renewal_ignored", "leased_jobs", 1),
+                                                 _b("claim_half_lease", "leased_jobs", 1))),
     Rule("jobs.context_limit", S004, "Bounded retries",
          "a preserved payload beyond the model's context fails processing without a model "
          "call and keeps its evidence; one that fits is never failed as too large",
          ("payload_fits_context", "evidence_kept"), ("leased_jobs",),
-         (_b("size_check_skipped", "leased_jobs", 2),)),
+         (_b("size_check_skipped", "leased_jobs", 1),)),
     Rule("jobs.evidence_digest", S004, "Durable states",
          "preserved evidence carries the digest of its own payload: a delivery whose "
          "declared digest differs is refused, never received",
@@ -528,7 +536,8 @@ RULES: tuple[Rule, ...] = (
          (_b("evidence_digest_of_prefix", "leased_jobs", 1),)),
     Rule("jobs.receipt", S004, "Durable states",
          "a receipt stores evidence and its job once: sent again exactly it answers the "
-         "stored job and writes nothing; a job id reused for other work is refused",
+         "stored job and writes nothing; a job id reused for other work, or a job of another "
+         "workspace than its evidence, is refused",
          ("receipt_idempotent", "evidence_kept"), ("leased_jobs",),
          (_b("receipt_refuses_repeats", "leased_jobs", 1),)),
     Rule("jobs.model_version", S004, "Leases and fences",

@@ -63,10 +63,14 @@ CONTAINMENT = (
 """Evidence that records why an INDETERMINATE attempt is left unresolved."""
 
 # The oracle's own reading of seed 004 (never the runtime's constants, which
-# the mutation tool changes): a lease is renewed at most every 20 s, and only
+# the mutation tool changes): a lease lasts 90 s (every simulated worker uses
+# the default) and is renewed at most every 20 s, a retry after attempt n waits
+# min(60, 5 * 2**(n-1)) s (the policy defaults every simulated job keeps), and only
 # a job whose processing ended (staged, waiting, failed or exhausted) is
 # reprocessed.
 RENEW_EVERY_S = 20.0
+LEASE_S = 90.0
+RETRY_BASE_S, RETRY_MAX_S = 5.0, 60.0
 REPROCESSABLE = (JobState.PUBLISHED, JobState.WAITING_ONTOLOGY, JobState.WAITING_IDENTITY,
                  JobState.WAITING_REVIEW, JobState.FAILED, JobState.EXHAUSTED)
 FENCED = ("renew", "reserve_model_call", "stage", "schedule_retry", "fail", "exhaust")
@@ -79,8 +83,9 @@ INVARIANTS = (
      "attempt, another owner, lapsed lease); a holder is refused a call only when the "
      "job's calls are spent, a staging only for another model version",
      "seed 004 'Leases and fences' (staging checks the owner, fence, lease and model version)"),
-    ("lease_renewed", "a renewal by the holder 20 s or more after the last extends the lease "
-     "to a full term from now; an earlier one changes nothing",
+    ("lease_renewed", "a claim leases the job for a full 90 s from the claim; a renewal by "
+     "the holder 20 s or more after the last extends the lease to a full term from now; an "
+     "earlier one changes nothing",
      "seed 004 'Leases and fences' (90 s lease, renewed at most every 20 s)"),
     ("payload_fits_context", "a preserved payload beyond the model's context fails without a "
      "model call or a staging, keeping its evidence; a payload that fits is never failed as "
@@ -115,8 +120,12 @@ INVARIANTS = (
      "each attempt at most once and every attempt open from its start to its end, across "
      "all its pages", "seed 000 'Service job attempts' (startup and relays reconcile every "
      "nonterminal attempt)"),
-    ("receipt_idempotent", "a receipt sent again exactly is accepted and answers the stored "
-     "job; a job id reused for other work is refused (JobConflict)",
+    ("retry_backed_off", "a retry after attempt n is due no later than min(60, 5 x 2^(n-1)) "
+     "s after it is scheduled (the default policy's bounded exponential backoff)",
+     "seed 004 'Bounded retries' (retryable failures schedule bounded work)"),
+    ("receipt_idempotent", "a receipt sent again exactly (also decoded afresh) is accepted "
+     "and answers the stored job; a job id reused for other work, or a job of another "
+     "workspace than its evidence, is refused (JobConflict)",
      "seed 004 'Durable states' (a receipt preserves evidence and a job in one "
      "transaction)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
@@ -124,6 +133,25 @@ INVARIANTS = (
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
      "interpretation of preserved evidence)"),
 )
+
+
+CLOSED_AS = {"fail": (JobState.FAILED,), "exhaust": (JobState.EXHAUSTED,),
+             "schedule_retry": (JobState.RETRY_SCHEDULED, JobState.EXHAUSTED)}
+
+
+def _repeats_closing(name: str, args: tuple[Any, ...], found: LeasedJob) -> bool:
+    """Whether a stage or close of `found`'s settled fence asks for the very outcome that
+    closed it (stage: same state and bundle; close: its state and reason, a retry turned
+    exhausted carrying the budget's note after the reason)."""
+    if name == "stage":
+        result = args[4]
+        return bool(found.state is result.state and found.bundle == result.bundle)
+    states = CLOSED_AS.get(name)
+    if states is None or found.state not in states or found.error is None:
+        return False
+    reason = str(args[-2].reason)
+    return found.error == reason or (name == "schedule_retry"
+                                     and found.error.startswith(reason + "; "))
 
 
 def _job(job: LeasedJob | None) -> dict[str, Any] | None:
@@ -187,6 +215,12 @@ class JobChecks:
         if job.attempts_used > job.max_attempts or job.model_calls_reserved > job.max_model_calls:
             self.fail("job_budgets", f"job {job.id} spent {job.attempts_used} attempts and "
                       f"{job.model_calls_reserved} model calls", job=_job(job))
+        claimed = job.fence > (prev.fence if prev is not None else 0)
+        if claimed and (job.lease_renewed_at != job.updated_at or job.lease_expires_at !=
+                        job.updated_at + timedelta(seconds=LEASE_S)):
+            self.fail("lease_renewed", f"job {job.id} was claimed at {job.updated_at} with a "
+                      f"lease to {job.lease_expires_at}, not a full {LEASE_S:g} s",
+                      job=_job(job))
         if prev is not None:
             if job.fence < prev.fence:
                 self.fail("fence_never_overwritten", f"job {job.id} fence went back "
@@ -308,6 +342,11 @@ class JobChecks:
                 self.fail("lease_honoured", f"jobs.{name} of job {found.id} fence {fence} by "
                           f"{owner} was refused as {type(error).__name__}, which the job it "
                           "found does not bear out", **where)
+            if isinstance(error, AttemptClosed) and fence == found.fence \
+                    and _repeats_closing(name, args, found):
+                self.fail("lease_honoured", f"jobs.{name} of job {found.id} repeats the very "
+                          f"closing of fence {fence} (a retry after an ambiguous commit) and "
+                          "was refused as AttemptClosed", **where)
             return
         if fence != found.fence or (found.settled_fence != fence and (
                 found.lease_owner != owner or not live)):
@@ -332,6 +371,15 @@ class JobChecks:
                       "version", **where)
         if name == "renew" and error is None:
             self._judge_renewal(found, now, result, where)
+        if name == "schedule_retry" and found.lease_owner == owner \
+                and found.settled_fence != fence:
+            # The holder's own attempt, still open: its attempt count is the job's.
+            n = found.attempts_used
+            backoff = timedelta(seconds=min(RETRY_MAX_S, RETRY_BASE_S * 2 ** max(0, n - 1)))
+            if args[3] - now > backoff:
+                self.fail("retry_backed_off", f"attempt {n} of job {found.id} scheduled its "
+                          f"retry {args[3] - now} ahead, beyond the {backoff} backoff",
+                          **where)
 
     def _judge_renewal(self, found: LeasedJob, now: datetime, result: Any,
                        where: dict[str, Any]) -> None:
@@ -433,9 +481,10 @@ class JobChecks:
                     ("received", data["job"]):
                 self.fail("receipt_idempotent", f"a repeated receipt of job {data['job']} "
                           f"answered {data['outcome']}", receipt=data)
-            if data["kind"] == "reused" and data["outcome"] != "JobConflict":
-                self.fail("receipt_idempotent", f"job id {data['job']} reused for evidence "
-                          f"{data['evidence']} answered {data['outcome']}", receipt=data)
+            if data["kind"] in ("reused", "misfiled") and data["outcome"] != "JobConflict":
+                self.fail("receipt_idempotent", f"a {data['kind']} receipt of job "
+                          f"{data['job']} for evidence {data['evidence']} answered "
+                          f"{data['outcome']}", receipt=data)
         for rec in self.world.trace.records("evidence.received"):
             if rec["event"] != "evidence.received":
                 continue

@@ -9,8 +9,9 @@ newer model than the jobs ask for (its attempts are handed back unspent), an
 operator reprocesses a job whose processing ended at once while a late result
 for it is in flight, and
 some deliveries arrive with a digest that does not match their payload (the
-record is refused and fetched again), are sent twice, or come under a job id
-already taken (seed 004)."""
+record is refused and fetched again), are sent twice (from a JSON outbox),
+name another workspace or a job id already taken, and some jobs allow a single
+attempt (seed 004)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ POLICIES = {EAGER: JobPolicy(renew_every_s=8.0)}
 ENDED = (JobState.PUBLISHED, JobState.WAITING_ONTOLOGY, JobState.WAITING_IDENTITY,
          JobState.WAITING_REVIEW, JobState.FAILED, JobState.EXHAUSTED)
 """States whose processing ended: an operator may reprocess them."""
+SINGLE = JobPolicy(max_attempts=1)
+"""The policy of some jobs: one worker attempt, then exhausted."""
+OTHER_WORKSPACE = "ws-2"
+MISFILED = 0.1
+"""Share of new evidence first offered with a job of another workspace."""
 AGAIN = 0.1
 """Share of receipts the producer sends once more (at-least-once delivery)."""
 REUSED = 0.05
@@ -129,16 +135,27 @@ class Producer:
             evidence = EvidenceRecord(
                 id=world.entropy.new_id(), workspace=WORKSPACE, payload=text, received_at=now,
             )
-            job = new_job(world.entropy.new_id(), evidence, MODEL_VERSION, now)
+            policy = SINGLE if i % 10 == 9 else JobPolicy()  # every tenth job
+            job = new_job(world.entropy.new_id(), evidence, MODEL_VERSION, now, policy)
             roll = rng.random()
             if self.received and roll < REUSED:
                 # A job id already taken, for this other evidence: refused, then a fresh id.
                 _, taken = rng.choice(self.received)
                 await self.receipt("reused", evidence, job.model_copy(update={"id": taken.id}))
+            elif roll < REUSED + MISFILED:
+                # The job names another workspace than its evidence: refused.
+                await self.receipt("misfiled", evidence, job.model_copy(
+                    update={"id": world.entropy.new_id(), "workspace": OTHER_WORKSPACE}))
             self.owed.append((evidence, job))
             await self.deliver()
-            if self.received and REUSED <= roll < REUSED + AGAIN:
-                await self.receipt("again", *rng.choice(self.received))
+            if self.received and REUSED + MISFILED <= roll < REUSED + MISFILED + AGAIN:
+                # Sent again, from memory or from the producer's outbox (decoded afresh
+                # from its JSON form: equal values, new objects).
+                evidence, job = rng.choice(self.received)
+                if rng.random() < 0.5:
+                    evidence = EvidenceRecord.model_validate_json(evidence.model_dump_json())
+                    job = LeasedJob.model_validate_json(job.model_dump_json())
+                await self.receipt("again", evidence, job)
 
     async def receipt(self, kind: str, evidence: EvidenceRecord, job: LeasedJob) -> None:
         """One receipt outside the owed list: a repeat of an acknowledged one ("again"),
