@@ -133,6 +133,7 @@ class Ledger(Protocol):
         settlement: Settlement,
         now: datetime,
         step: tuple[str, dict[str, Any]] | None = None,
+        before: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> Run | None:
         """Terminal truth, fenced by the claimed sequence; None when fenced out.
 
@@ -140,8 +141,12 @@ class Ledger(Protocol):
         With `step` (the kind and data of a terminal Step: run.done, run.failed,
         run.cancelled) the same transaction also appends it at the Run's next
         index, unless the Run has a terminal Step already: terminal truth and its
-        evidence commit together, whenever the Run is returned (issue 17). A
-        non-terminal kind is refused (ValueError) before anything is written.
+        evidence commit together, whenever the Run is returned (issue 17).
+        `before` are the hop's lifecycle Steps its writer had not written yet:
+        they take the indexes ahead of `step`, all or none with it. A
+        non-terminal `step`, a terminal kind in `before`, or `before` without
+        `step` is refused (ValueError) before anything is written
+        (runtime.adapters.settle_rule).
         """
         ...
 

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ import anyio
 
 from runtime import cancel as cancel_module
 from runtime import engine as engine_module
+from runtime.adapters import settle_rule
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
@@ -90,11 +91,12 @@ from sim.break_table import BreakTable
 async def _settle_without_claim(
     self: MemoryLedger, run_id: UUID, seq: int, settlement: Settlement, now: datetime,
     step: tuple[str, dict[str, Any]] | None = None,
+    before: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> Run | None:
     """Settlement that checks the sequence but not the claim: a hop whose Run is
     CANCELLING (or whose delivery is no longer CLAIMED) still settles it."""
     settle = RULE_BREAKS.unbroken(_settle_without_claim)
-    settled = await settle(self, run_id, seq, settlement, now, step)
+    settled = await settle(self, run_id, seq, settlement, now, step, before)
     run = self.run_table.get(run_id)
     d = self.delivery_table.get((run_id, seq))
     if settled is not None or run is None or d is None or run.seq != seq or run.status.terminal:
@@ -102,7 +104,7 @@ async def _settle_without_claim(
     run = self._put_run(run, status=settlement.status, result=settlement.result,
                         error=settlement.error, updated_at=now)
     self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
-    self._settlement_step(run_id, seq, step, now)
+    self._settlement_steps(run_id, seq, settle_rule.check_steps(step, before), now)
     return run
 
 

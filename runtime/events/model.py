@@ -45,12 +45,6 @@ TERMINAL_KINDS: frozenset[str] = frozenset(
 )
 
 
-def require_terminal_step(step: tuple[str, dict[str, Any]] | None) -> None:
-    """`settle_run`'s Step must be a terminal one (both ledgers refuse others alike)."""
-    if step is not None and step[0] not in TERMINAL_KINDS:
-        raise ValueError(f"settle_run writes only a terminal Step, not {step[0]!r}")
-
-
 LIVE_ONLY_KINDS: frozenset[str] = frozenset({EventKind.TOKEN, EventKind.RESYNC})
 """Kinds never written as Step rows: token deltas and per-reader resync boundaries."""
 

@@ -91,3 +91,50 @@ async def test_only_a_terminal_kind_rides_in_a_settlement(ledger: Ledger) -> Non
         await ledger.settle_run(run.id, 0, DONE, at(5), ("node.completed", {}))
     assert (await ledger.get_run(run.id)).status is RunStatus.RUNNING  # type: ignore[union-attr]
     assert await ledger.steps(run.id) == []
+
+
+LIFECYCLE = [("node.started", {"node": "b"}), ("node.completed", {"node": "b"})]
+
+
+async def test_lifecycle_steps_ride_ahead_of_the_terminal_one(ledger: Ledger) -> None:
+    run = await running(ledger, 1)
+    await ledger.append_steps(run.id, 0, [("run.claimed", {"seq": 0})], at(4))
+    settled = await ledger.settle_run(run.id, 0, DONE, at(5), DONE_STEP, LIFECYCLE)
+    assert settled is not None and settled.status is RunStatus.DONE
+    assert [(s.index, s.seq, s.kind, s.data, s.created_at)
+            for s in await ledger.steps(run.id)] == [
+        (0, 0, "run.claimed", {"seq": 0}, at(4)),
+        (1, 0, "node.started", {"node": "b"}, at(5)),
+        (2, 0, "node.completed", {"node": "b"}, at(5)),
+        (3, 0, "run.done", {"error": None}, at(5))]
+    assert await ledger.evidence_debts(None, 10) == []
+
+
+async def test_lifecycle_steps_are_all_or_none_with_the_settlement(ledger: Ledger) -> None:
+    run = await running(ledger, 1)
+    assert await ledger.settle_run(run.id, 1, DONE, at(5), DONE_STEP, LIFECYCLE) is None  # fenced
+    assert await ledger.steps(run.id) == []
+    first = await ledger.settle_run(run.id, 0, DONE, at(6), DONE_STEP, LIFECYCLE)
+    again = await ledger.settle_run(run.id, 0, DONE, at(7), DONE_STEP, LIFECYCLE)  # ambiguous
+    assert first is not None and again == first
+    assert [(s.kind, s.created_at) for s in await ledger.steps(run.id)] == [
+        ("node.started", at(6)), ("node.completed", at(6)), ("run.done", at(6))]
+
+
+async def test_a_closed_log_takes_no_lifecycle_steps_either(ledger: Ledger) -> None:
+    run = await running(ledger, 1)
+    await ledger.append_step(run.id, 0, "run.failed", {"error": "early"}, at(4))
+    assert await ledger.settle_run(run.id, 0, DONE, at(5), DONE_STEP, LIFECYCLE) is not None
+    assert [s.kind for s in await ledger.steps(run.id)] == ["run.failed"]
+
+
+async def test_lifecycle_steps_are_refused_without_a_terminal_step_or_as_one(
+    ledger: Ledger,
+) -> None:
+    run = await running(ledger, 1)
+    with pytest.raises(ValueError):
+        await ledger.settle_run(run.id, 0, DONE, at(5), None, LIFECYCLE)
+    with pytest.raises(ValueError):
+        await ledger.settle_run(run.id, 0, DONE, at(5), DONE_STEP, [("run.failed", {})])
+    assert (await ledger.get_run(run.id)).status is RunStatus.RUNNING  # type: ignore[union-attr]
+    assert await ledger.steps(run.id) == []

@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
-from runtime.adapters import open_run
+from runtime.adapters import open_run, settle_rule
 from runtime.adapters.memory.boots import BootLease, BootsMixin
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.adapters.memory.waits import WaitsMixin
-from runtime.events.model import TERMINAL_KINDS, require_terminal_step
+from runtime.events.model import TERMINAL_KINDS
 from runtime.models import (
     Admission,
     AgentJob,
@@ -36,8 +36,6 @@ from runtime.models import (
 )
 
 CLAIMABLE = (DeliveryState.PENDING, DeliveryState.PUBLISHED)
-SETTLEABLE = open_run.OPEN_STATUSES
-"""The claiming hop may settle from a live hardware wait too: it still holds the claim."""
 
 
 @dataclass(frozen=True)
@@ -195,46 +193,42 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         settlement: Settlement,
         now: datetime,
         step: tuple[str, dict[str, Any]] | None = None,
+        before: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> Run | None:
-        require_terminal_step(step)
+        steps = settle_rule.check_steps(step, before)
         await enter()
         run = self.run_table.get(run_id)
         d = self.delivery_table.get((run_id, seq))
-        if run is None or d is None or run.seq != seq:
+        verdict = settle_rule.decide(run, d, seq, settlement)
+        if verdict is settle_rule.Verdict.FENCED:
             return None
-        if d.state is DeliveryState.SETTLED and (run.status, run.result, run.error) == (
-            settlement.status,
-            settlement.result,
-            settlement.error,
-        ):
-            self._settlement_step(run_id, seq, step, now)
-            return run  # the same settlement, repeated after an ambiguous commit
-        if run.status not in SETTLEABLE or d.state is not DeliveryState.CLAIMED:
-            return None
-        run = self._put_run(
-            run,
-            status=settlement.status,
-            result=settlement.result,
-            error=settlement.error,
-            updated_at=now,
-        )
-        self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
-        self._settlement_step(run_id, seq, step, now)
+        assert run is not None and d is not None
+        if verdict is settle_rule.Verdict.APPLY:
+            run = self._put_run(
+                run,
+                status=settlement.status,
+                result=settlement.result,
+                error=settlement.error,
+                updated_at=now,
+            )
+            self._put_delivery(d, state=DeliveryState.SETTLED, updated_at=now)
+        # REPEATED: the same settlement, repeated after an ambiguous commit
+        self._settlement_steps(run_id, seq, steps, now)
         return run
 
-    def _settlement_step(
-        self, run_id: UUID, seq: int, step: tuple[str, dict[str, Any]] | None, now: datetime
+    def _settlement_steps(
+        self, run_id: UUID, seq: int, steps: Sequence[tuple[str, dict[str, Any]]], now: datetime
     ) -> None:
-        """settle_run's terminal Step, in its transaction (no await): written unless
-        the Run has a terminal Step already."""
-        if step is None:
+        """settle_run's Steps, in its transaction (no await): all written, at the
+        Run's next indexes, unless the Run has a terminal Step already."""
+        if not steps:
             return
         log = self._step_log_of(run_id)  # the Run exists: it was just settled
         if self._terminal_step(log) is not None:
             return
-        kind, data = step
-        log.append(Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data,
-                        created_at=now))
+        for kind, data in steps:
+            log.append(Step(run_id=run_id, index=len(log), seq=seq, kind=kind, data=data,
+                            created_at=now))
 
     # -- recovery -----------------------------------------------------------
 

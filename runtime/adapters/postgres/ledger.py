@@ -30,7 +30,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from runtime.adapters import open_run
+from runtime.adapters import open_run, settle_rule
 from runtime.adapters.postgres import queries as q
 from runtime.adapters.postgres import wait_queries as wq
 from runtime.adapters.postgres.boots import BootsMixin
@@ -57,7 +57,7 @@ from runtime.adapters.postgres.tx import (
     one,
 )
 from runtime.adapters.postgres.waits import WaitsMixin
-from runtime.events.model import TERMINAL_KINDS, require_terminal_step
+from runtime.events.model import TERMINAL_KINDS
 from runtime.models import (
     Admission,
     Claim,
@@ -212,24 +212,21 @@ class PostgresLedger(WaitsMixin, BootsMixin):
         settlement: Settlement,
         now: datetime,
         step: tuple[str, dict[str, Any]] | None = None,
+        before: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> Run | None:
-        require_terminal_step(step)
+        steps = settle_rule.check_steps(step, before)
         async with self._transaction() as cur:
             run = await fetch_run(cur, q.LOCK_RUN, run_id)
             d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
-            if run is None or d is None or run.seq != seq:
+            verdict = settle_rule.decide(run, d, seq, settlement)
+            if verdict is settle_rule.Verdict.FENCED:
                 return None
-            if d.state is DeliveryState.SETTLED and (run.status, run.result, run.error) == (
-                settlement.status,
-                settlement.result,
-                settlement.error,
-            ):
-                if step is not None and await _settlement_step(cur, run_id, seq, step, now):
+            if verdict is settle_rule.Verdict.REPEATED:
+                # the same settlement, repeated after an ambiguous commit
+                if steps and await _settlement_steps(cur, run_id, seq, steps, now):
                     await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
-                return run  # the same settlement, repeated after an ambiguous commit
-            if run.status not in q.SETTLEABLE_STATUSES or d.state is not DeliveryState.CLAIMED:
-                return None
-            paid = step is not None and await _settlement_step(cur, run_id, seq, step, now)
+                return run
+            paid = bool(steps) and await _settlement_steps(cur, run_id, seq, steps, now)
             await cur.execute(
                 q.SETTLE_RUN,
                 {
@@ -450,20 +447,22 @@ async def _lock_steps_of(cur: Cursor, run_id: UUID) -> None:
         raise LookupError(f"no Run {run_id}: a Step names an admitted Run")
 
 
-async def _settlement_step(
-    cur: Cursor, run_id: UUID, seq: int, step: tuple[str, dict[str, Any]], now: datetime
+async def _settlement_steps(
+    cur: Cursor, run_id: UUID, seq: int, steps: Sequence[tuple[str, dict[str, Any]]],
+    now: datetime,
 ) -> bool:
-    """settle_run's terminal Step, in its transaction, under the Run's Step lock
-    (taken after the Run row: the lock discipline's order). True when written;
-    False when the Run has a terminal Step already (APPEND_STEP returns no row)."""
-    kind, data = step
+    """settle_run's Steps (lifecycle ones, then the terminal one), in its transaction,
+    under the Run's Step lock (taken after the Run row: the lock discipline's order),
+    by one statement. True when written; False when the Run has a terminal Step
+    already (APPEND_STEPS then inserts nothing: all or none)."""
     await _lock_steps_of(cur, run_id)  # the Run row is locked: it exists
     await cur.execute(
-        q.APPEND_STEP,
-        {"run_id": run_id, "seq": seq, "kind": kind, "data": Jsonb(data), "now": aware(now),
+        q.APPEND_STEPS,
+        {"run_id": run_id, "seq": seq, "kinds": [kind for kind, _ in steps],
+         "datas": [Jsonb(data) for _, data in steps], "now": aware(now),
          "terminal": q.TERMINAL_STEP_KINDS},
     )
-    return await cur.fetchone() is not None
+    return bool(await cur.fetchall())
 
 
 async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:
