@@ -6,17 +6,21 @@ single terminal event."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import anyio
 
+from runtime.events.channel import RunChannel
 from runtime.events.errors import EventError
 from runtime.models import RunStatus
 from sim import event_checks
 from sim.scenarios import Scenario, register
 from sim.scenarios.workload import settle_client, submit_stream
 from sim.world import Boot, Unavailable, World
+
+if TYPE_CHECKING:
+    from sim.checker import Checker
 
 KINDS = ("fast", "slow", "late", "future")
 LIMITS = (64, 64)
@@ -58,7 +62,27 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
     except EventError as exc:
         return type(exc).__name__
     checker.on_stream_end(name, sub, channel, slow=bool(pause))
+    _reconnect_at_end(channel, name, sub.last_cursor, checker)
     return "ended"
+
+
+def _reconnect_at_end(channel: RunChannel, name: str, last: int, checker: Checker) -> None:
+    """The reader reconnects from its last cursor once it has taken the terminal event
+    (a client resuming where it stopped): it must be done at once, or refused if the
+    channel closed meanwhile. Synchronous and untraced: in either answer the channel
+    does not change, so traces are unchanged."""
+    terminal = channel._terminal
+    if terminal is None or last < terminal.cursor:
+        return
+    found = event_checks.before(channel)
+    try:
+        again = channel.subscribe(after_cursor=last)
+    except EventError as exc:
+        checker.on_subscribe(f"{name}-again", last, found, None, exc)
+        return
+    checker.on_subscribe(f"{name}-again", last, found, again, None)
+    if not again.done:
+        again._finish()  # only a broken channel registers it: leave at once
 
 
 async def subscribers(world: World, until: float) -> None:
