@@ -94,6 +94,9 @@ def test_only_a_resumed_zombie_is_killed_and_its_successor_serves_on() -> None:
             successors = [e for e in _events(result.trace_lines, "boot.start")
                           if began <= e["t"] <= kill["t"]]  # type: ignore[operator]
             assert successors, (seed, "killed with no successor serving")
+        replay = run_simulation(seed, "zombies", "swarm", result.fired)
+        assert replay.fired.faults == result.fired.faults  # a kill replays from its plan
+        assert [f for f in replay.fired.faults if f.fault is FaultKind.ZOMBIE_KILL]
         return
     raise AssertionError("no zombies seed killed a resumed zombie")
 
