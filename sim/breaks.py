@@ -329,6 +329,13 @@ async def _evidence_without_channel(self: Canceller, run: Run) -> None:
     await write_or_owe(self.deps, run, self.evidence_debt)
 
 
+async def _exit_attached(self: HopEvents, exc_type: Any, exc: Any, tb: Any) -> None:
+    """A hop that leaves without detaching its Step writer: a parked Run's open channel
+    still tees to a writer that closed (caught by tee_to_live_writer; the mutation
+    tool's survivor `hop.py:79`, `is not None` made `is None`)."""
+    await self.writer.__aexit__(exc_type, exc, tb)
+
+
 async def _park_raises(self: HopEvents, status: RunStatus) -> None:
     """A park whose evidence raises out of the hop instead of being owed: the broker
     sees the hop fail (caught by hop_ends_with_an_outcome)."""
@@ -555,6 +562,7 @@ BREAKS = BreakTable({
     "cancel_never_completes": (Canceller, "contain", _contain_then_doubt),
     "park_escapes_hop": (HopEvents, "parked", _park_raises),
     "debt_before_truth": (HopEvents, "__init__", _owes_from_the_claim),
+    "writer_left_attached": (HopEvents, "__aexit__", _exit_attached),
     "channel_left_open_after_cancel": (Canceller, "_evidence", _evidence_without_channel),
     "short_ledger_retry": (retry, "RETRY_BUDGET_S", 1.5),
     # A retry that does not back off: it hammers a database that is down and

@@ -381,6 +381,7 @@ class Checker:
         with contextlib.suppress(_Stop):
             self._after_transaction()
             self.debt_checks.after_write()
+            self.event_checks.after_write()
             if name in ("append_step", "append_steps"):
                 self._check_terminal_steps()
             self._app_checks(False)

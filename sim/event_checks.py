@@ -42,6 +42,11 @@ INVARIANTS = (
      "without one (or after the grace a slow reader outlived)",
      "seed 000 'Events, settlement, and waits' (close drains readers after the terminal "
      "event)"),
+    ("tee_to_live_writer", "an open channel tees its Steps only to the Step writer of a hop "
+     "still running it: a hop detaches its writer before the writer closes, so a parked "
+     "Run's open channel tees to nobody until its next hop attaches its own",
+     "seed 000 'Events, settlement, and waits' (one ordered writer per hop; a parked hop "
+     "leaves its channel open for readers)"),
     ("cancel_closes_channel", "a cancel that answers CANCELLED has ended the Run's live "
      "channel in the process that answered: the terminal event went to its readers and "
      "the channel is closed, so no reader waits on a Run whose truth is final",
@@ -139,3 +144,14 @@ class EventChecks:
                                 f"open (cursor {channel._cursor}, terminal "
                                 f"{'published' if channel._terminal else 'not published'})",
                                 run=str(run_id), boot=boot.number)
+
+    def after_write(self) -> None:
+        """tee_to_live_writer, over every open channel of the boots alive now."""
+        for boot in self.checker.world.alive_boots():
+            for run_id, channel in boot.vessel.worker.bus._channels.items():
+                sink = channel._sink
+                if channel._closed or sink is None or not getattr(sink, "_closing", False):
+                    continue
+                self.fail("tee_to_live_writer", f"the open channel of Run {run_id} in boot "
+                          f"{boot.number} still tees to the Step writer of a hop that left",
+                          run=str(run_id), boot=boot.number)

@@ -466,6 +466,10 @@ RULES: tuple[Rule, ...] = (
          "committed, the Run's live channel gets run.cancelled and closes",
          ("cancel_closes_channel",), ("cancel",),
          (_b("channel_left_open_after_cancel", "cancel", 1),)),
+    Rule("events.tee_to_live_writer", S000, "Events, settlement, and waits",
+         "non-token events are teed by the writer of the hop running the Run: a hop "
+         "that parks leaves its channel open for readers with no writer attached",
+         ("tee_to_live_writer",), ("consent",), (_b("writer_left_attached", "consent", 1),)),
     Rule("events.debt_after_truth", S000, "Events, settlement, and waits",
          "a Run's terminal Step is owed (an evidence debt for the relay) only once its "
          "terminal truth committed: a hop that parks or is fenced owes nothing",

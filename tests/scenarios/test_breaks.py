@@ -349,3 +349,12 @@ def test_a_session_fence_ahead_of_the_replay_lookup_is_caught() -> None:
                                         range(1, 20), "replay_before_fence")
     assert "admitted before the call" in message
     assert run_simulation(seed, "session_race", "swarm").ok
+
+
+def test_a_hop_that_leaves_its_writer_attached_is_caught() -> None:
+    """A parked Run's open channel tees to nobody (sim.event_checks, tee_to_live_writer):
+    the break's hops leave without detaching their Step writer."""
+    seed, _, message = _first_violation("consent", "writer_left_attached", range(1, 20),
+                                        "tee_to_live_writer")
+    assert "hop that left" in message
+    assert run_simulation(seed, "consent", "swarm").ok
