@@ -137,9 +137,8 @@ class AdmissionChecks:
         if not submission.created:
             return
         run_id = str(submission.run.id)
-        before = self.checker.world.trace.lines[:since]
-        if any('"tx.admit_run"' in line and run_id in line and '"changed":true' in line
-               for line in before):
+        before = self.checker.world.trace.event_lines("tx.admit_run", since)
+        if any(run_id in line and '"changed":true' in line for line in before):
             self.checker.fail("replay_not_created", f"submit answered created=True for Run "
                               f"{run_id}, admitted before the call began", run=run_id)
 

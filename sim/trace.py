@@ -7,6 +7,7 @@ lines in any process on any machine.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import json
@@ -118,6 +119,16 @@ class Trace:
                               "event": event, "t": t}
                 parsed[index] = record
             yield index, record
+
+    def event_lines(self, event: str, before: int | None = None) -> list[str]:
+        """The lines of `event`, as emitted, in order; with `before`, only those whose
+        index is below it. Read from emit's index: no scan of the whole trace."""
+        if self._indexed != len(self.lines):
+            self._reindex()
+        found = self._by_event.get(event, [])
+        if before is not None:
+            found = found[:bisect.bisect_left(found, before)]
+        return [self.lines[index] for index in found]
 
     def _reindex(self) -> None:
         self._by_event, self._parsed, self._plain = {}, {}, {}

@@ -56,3 +56,24 @@ def test_a_simulation_reads_the_same_records_either_way() -> None:
     trace = result.world.trace
     assert len(trace._plain) + len(trace._parsed) > len(trace.lines) // 2
     _same_as_parsed(trace)
+
+
+def test_event_lines_are_the_lines_of_that_event_before_an_index() -> None:
+    """event_lines reads emit's index: the lines a scan for the event finds, before
+    any index, also after lines were appended behind emit's back."""
+
+    async def main() -> Trace:
+        trace = Trace()
+        for i in range(30):
+            trace.emit("ledger", "tx.admit_run" if i % 3 == 0 else "tx.other", i=i)
+        return trace
+
+    trace = trio.run(main)
+    trace.lines.append(json.dumps({"actor": "x", "boot": 0, "data": {}, "event": "tx.admit_run",
+                                   "t": 0.0}, sort_keys=True, separators=(",", ":")))
+    for before in (None, 0, 1, 2, 13, 29, 30, 31):
+        scan = [line for index, line in enumerate(trace.lines)
+                if json.loads(line)["event"] == "tx.admit_run"
+                and (before is None or index < before)]
+        assert trace.event_lines("tx.admit_run", before) == scan
+    assert trace.event_lines("never") == []
