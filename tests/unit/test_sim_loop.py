@@ -1,6 +1,10 @@
-"""quiet_io (sim/loop.py): a zero-timeout poll is skipped only while nothing but the
-run's wakeup socket is waited on and nothing came from outside the run; the tasks
-then step in exactly the order of the plain loop, and sockets and threads still work."""
+"""The simulator's run loop (sim/loop.py).
+
+quiet_io: a zero-timeout poll is skipped only while nothing but the run's wakeup
+socket is waited on and nothing came from outside the run; the tasks then step in
+exactly the order of the plain loop, and sockets and threads still work.
+plain_deadline_updates: cancel scopes with deadlines moved, cancelled, nested and
+left by exceptions behave, step for step, as under trio's own context manager."""
 
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ import trio.testing
 from trio._core._run import TheIOManager
 
 from sim.clock import sim_clock
-from sim.loop import quiet_io
+from sim.loop import plain_deadline_updates, quiet_io
 
-pytestmark = pytest.mark.skipif(TheIOManager.__name__ != "EpollIOManager",
+epoll_only = pytest.mark.skipif(TheIOManager.__name__ != "EpollIOManager",
                                 reason="quiet_io only acts on epoll")
 
 
@@ -65,6 +69,7 @@ def _steps(quiet: bool, seed: int) -> list[tuple[int, int, float]]:
     return order
 
 
+@epoll_only
 def test_tasks_step_in_the_order_of_the_plain_loop_without_polling(polls: list[float]) -> None:
     for seed in range(5):
         plain = _steps(False, seed)
@@ -74,6 +79,7 @@ def test_tasks_step_in_the_order_of_the_plain_loop_without_polling(polls: list[f
         assert len(polls) - made < 10  # the quiet loop: only the turns before main() ran
 
 
+@epoll_only
 def test_a_socket_wait_brings_the_poll_back(polls: list[float]) -> None:
     async def main() -> bytes:
         assert quiet_io()
@@ -87,6 +93,7 @@ def test_a_socket_wait_brings_the_poll_back(polls: list[float]) -> None:
     assert polls
 
 
+@epoll_only
 @pytest.mark.timeout(30)  # a loop that missed the callback spins instead of failing
 def test_work_handed_to_the_run_is_seen_and_polling_resumes(polls: list[float]) -> None:
     """run_sync_soon (what threads and Ctrl-C use) wakes the run's entry task through
@@ -107,9 +114,64 @@ def test_work_handed_to_the_run_is_seen_and_polling_resumes(polls: list[float]) 
     assert trio.run(main, clock=sim_clock()) == 1.0
 
 
+@epoll_only
 def test_a_thread_still_answers(polls: list[float]) -> None:
     async def main() -> int:
         assert quiet_io()
         return await trio.to_thread.run_sync(lambda: 42)
 
     assert trio.run(main) == 42
+
+
+def _scoped(seed: int) -> list[tuple[Any, ...]]:
+    """What 10 tasks see while they open nested cancel scopes with deadlines, move
+    those deadlines, cancel each other's scopes and raise out of them."""
+    seen: list[tuple[Any, ...]] = []
+    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    trio._core._run._r.seed(seed)
+    scopes: list[trio.CancelScope] = []
+
+    async def task(i: int) -> None:
+        rng = random.Random(seed * 100 + i)
+        for step in range(25):
+            r = rng.random()
+            try:
+                with trio.move_on_after(rng.choice([0.0, 0.5, 3.0, 50.0])) as outer:
+                    scopes.append(outer)
+                    with trio.CancelScope(deadline=trio.current_time() + rng.random() * 4) \
+                            as inner:
+                        if r < 0.3:
+                            inner.deadline += rng.choice([-1.0, 1.0, 5.0])
+                        elif r < 0.5 and scopes:
+                            rng.choice(scopes).cancel()
+                        elif r < 0.6:
+                            raise KeyError(i)
+                        elif r < 0.7:
+                            inner.deadline = float("inf")
+                        await trio.sleep(rng.random() * 2)
+                    await trio.lowlevel.checkpoint()
+                seen.append((i, step, trio.current_time(), outer.cancelled_caught,
+                             inner.cancelled_caught))
+            except KeyError as exc:
+                seen.append((i, step, trio.current_time(), "raised", exc.args))
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for i in range(10):
+                nursery.start_soon(task, i)
+
+    trio.run(main, clock=sim_clock())
+    return seen
+
+
+@pytest.mark.timeout(30)  # deadlines lost would leave the virtual clock nowhere to jump
+def test_cancel_scopes_behave_as_under_trios_context_manager() -> None:
+    original = trio.CancelScope.__dict__["_might_change_registered_deadline"]
+    for seed in range(8):
+        plain = _scoped(seed)
+        with plain_deadline_updates():
+            assert trio.CancelScope.__dict__["_might_change_registered_deadline"] \
+                is not original
+            assert _scoped(seed) == plain
+        assert trio.CancelScope.__dict__["_might_change_registered_deadline"] is original
+    assert any(s[3] is True for s in plain) and any(s[3] == "raised" for s in plain)
