@@ -1,5 +1,5 @@
 """Scenario `events`: Runs that stream hundreds of live tokens while fast,
-slow and late subscribers follow them, one with a cursor from the future;
+slow, stalled and late subscribers follow them, one with a cursor from the future;
 every subscriber's stream is checked for order, resync boundaries and a
 single terminal event."""
 
@@ -22,7 +22,10 @@ from sim.world import Boot, Unavailable, World
 if TYPE_CHECKING:
     from sim.checker import Checker
 
-KINDS = ("fast", "slow", "late", "future")
+KINDS = ("fast", "slow", "late", "future", "stalled")
+"""`stalled`: subscribes, then reads nothing for STALL_S (a stream of 80 tokens), so
+its queue overflows and its resync is often taken after the terminal event."""
+STALL_S = 4.0
 LIMITS = (64, 64)
 """Replay window and reader queue of the channels here, a quarter of the runtime's
 256: a stream of a quarter of the tokens (and subscribers joining four times as
@@ -54,6 +57,8 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
     checker.on_subscribe(name, after, found, sub, None)
     try:
         async with sub:
+            if kind == "stalled":
+                await anyio.sleep(STALL_S)  # within the close grace of a terminal meanwhile
             async for event in sub:
                 emit("subscriber", "sub.event", sub=name, run=run, cursor=event.cursor,
                      kind=event.kind)
