@@ -517,3 +517,7 @@ class Deps:
     orchestrator: Orchestrator | None = None
     services: ServiceContext | None = None
     """Where AWAITING_SERVICE parks send their ServiceJobAttempt@1 records."""
+    step_linger_s: float = 0.05
+    """How long a hop's Step writer holds an append nobody waits for, so that a
+    hop shorter than this settles with its lifecycle Steps (issue 17); 0 writes
+    each group at once, as every hop longer than the linger meets it anyway."""

@@ -133,10 +133,17 @@ class Worker:
             if outcome and isinstance(outcome[0], Settlement):
                 settlement = outcome[0]
                 with anyio.CancelScope(shield=True):
-                    step = await events.fold_terminal(settlement)
-                    settled = await self._ledger(
-                        lambda: ledger.settle_run(run_id, seq, settlement, clock.now(), step)
-                    )
+                    folded = await events.fold_terminal(settlement)
+                    step, before = folded if folded is not None else (None, [])
+                    try:
+                        settled = await self._ledger(
+                            lambda: ledger.settle_run(
+                                run_id, seq, settlement, clock.now(), step, before
+                            )
+                        )
+                    finally:
+                        if settled is None:
+                            events.unfold()
         if outcome and isinstance(outcome[0], Parked):
             parked = outcome[0]
             if parked.status is not None:

@@ -382,7 +382,7 @@ class Checker:
             self._after_transaction()
             self.debt_checks.after_write()
             self.event_checks.after_write()
-            if name in ("append_step", "append_steps"):
+            if name in ("append_step", "append_steps", "settle_run"):  # settle_run: issue 17
                 self._check_terminal_steps()
             self._app_checks(False)
 

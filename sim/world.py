@@ -95,6 +95,9 @@ class Boot(Incarnation):
             agents=BootAgents(self, world.agents),
             orchestrator=BootOrchestrator(self, world.orchestrator),
             services=self._services(world),
+            # Production's lingering writer where the world group-commits like
+            # PostgreSQL; elsewhere none, so those scenarios keep their traces.
+            step_linger_s=Deps.step_linger_s if world.group_commit else 0.0,
         )
         self.vessel = build_vessel(self.deps, registry=world.registry)
         if world.event_limits is not None:

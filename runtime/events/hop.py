@@ -8,15 +8,21 @@ debt, repaired later, and never changes Run truth), and the channel closes.
 A parked hop flushes too and leaves its channel open for readers, with no
 writer attached.
 
-Terminal truth and its Step in one transaction (issue 17): before settling,
-`fold_terminal` waits (at most FOLD_WAIT_S) for the writer chain; when every
-Step accepted so far is written and nothing is latched, it detaches the writer
-and hands the terminal Step to `settle_run`, which writes it with the
-settlement. The terminal event then goes to live readers only. Otherwise (a
-failed or stalled chain, a repair) the hop settles alone and the terminal Step
-follows through the writer as before, a debt until it lands. Either way a
-Step failure never touches Run truth: the folded Step is written only inside
-a settlement that applies, and an unfolded one only after it committed.
+Terminal truth and its Steps in one transaction (issue 17): the hop's writer
+lingers before an append nobody waits for, so a short hop's
+lifecycle Steps are usually still queued when it settles
+(`Deps.step_linger_s`). Before settling,
+`fold_terminal` waits (at most FOLD_WAIT_S) until no append is in flight;
+when nothing is latched it takes the queued Steps, detaches the writer and
+hands them with the terminal Step to `settle_run`, which writes them all
+with the settlement, behind every Step already written. The terminal event
+then goes to live readers only. A settlement that did not apply gives the
+lifecycle Steps back to the writer (`unfold`), which writes them as before.
+Otherwise (a failed or stalled chain, a repair) the hop settles alone and
+the terminal Step follows through the writer as before, a debt until it
+lands. Either way a Step failure never touches Run truth: folded Steps are
+written only inside a settlement that applies, an unfolded terminal one only
+after it committed.
 """
 
 from __future__ import annotations
@@ -59,11 +65,13 @@ class HopEvents:
         self.deps = deps
         self.bus = bus
         self.run = run
-        self.writer = StepWriter(deps.ledger, deps.clock, run.id, seq)
+        self.writer = StepWriter(deps.ledger, deps.clock, run.id, seq,
+                                 linger_s=deps.step_linger_s)
         self.channel: RunChannel | None = None
         self.debt = False
         self.folded = False
         """The terminal Step rides in settle_run's transaction (fold_terminal)."""
+        self._taken: list[tuple[str, dict[str, Any]]] = []
 
     async def __aenter__(self) -> Self:
         await self.writer.__aenter__()
@@ -101,25 +109,42 @@ class HopEvents:
                         PUBLISH_BOUND_S)
         return False
 
-    async def fold_terminal(self, settlement: Settlement) -> tuple[str, dict[str, Any]] | None:
-        """Before settle_run: the terminal Step (kind, data) for the settlement's own
-        transaction, or None when the hop settles alone. Folds only once the
-        writer has written every Step accepted so far (waiting at most
-        FOLD_WAIT_S); the writer is then detached with no await in between, so
-        no later event can be teed ahead of or behind the folded Step."""
+    async def fold_terminal(
+        self, settlement: Settlement
+    ) -> tuple[tuple[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]] | None:
+        """Before settle_run: the terminal Step (kind, data) and the lifecycle Steps
+        queued ahead of it, for the settlement's own transaction; or None when the
+        hop settles alone. Folds only once no append is in flight (a writer that
+        does not linger: once every Step is written), waiting at most FOLD_WAIT_S,
+        and nothing is latched; the writer is then detached with no
+        await in between, so no later event can be teed ahead of or behind them."""
         kind = TERMINAL_KINDS.get(settlement.status)
         if kind is None or self.channel is None or self.channel.closed:
             return None
         with anyio.move_on_after(FOLD_WAIT_S):
             try:
-                await self.writer.barrier()
+                if self.writer.lingers:
+                    await self.writer.wait_idle()  # what it holds rides in the settlement
+                else:
+                    await self.writer.barrier()  # a writer that never holds writes it all
             except (StepWriteFailed, StepWriterClosed):
                 return None  # settled alone: the terminal path owes and repairs it
-        if not self.writer.quiescent:
+        taken = self.writer.take_pending()
+        if taken is None:
             return None
         self.channel.detach(self.writer)
         self.folded = True
-        return kind, {"error": settlement.error}
+        self._taken = taken
+        return (kind, {"error": settlement.error}), taken
+
+    def unfold(self) -> None:
+        """The folded settlement did not apply (fenced) or did not answer: the
+        lifecycle Steps go back to the writer, which writes them as it would have
+        (after an ambiguous commit the ledger refuses them behind the terminal
+        Step, which closes the log)."""
+        if self._taken and not self.writer.restore(self._taken):
+            log.warning("Steps of Run %s not written: the writer stopped", self.run.id)
+        self._taken = []
 
     async def terminal(self, run: Run) -> None:
         """After terminal truth committed: terminal event, flush, close.

@@ -36,6 +36,17 @@ they still add Steps, so the order, the one-in-flight rule, the barrier
 and the latch are the same as one append per Step; a failed group latches
 with the kind of its first Step, the earliest one that may be missing.
 
+Lingering (issue 17, M14): a hop's writer (`linger_s` > 0) holds a group it
+could start for at most `linger_s` while nobody waits on it, so a short hop's
+lifecycle Steps are still queued when it settles: `take_pending` then hands
+them, with no append in flight, to settle_run, which writes them ahead of the
+terminal Step in the settlement's transaction. A barrier, a repair, a full
+group or queue, and closing end the linger at once; `restore` gives taken
+Steps back when the settlement did not apply. The order (every Step after
+the ones written, ahead of none), the one-in-flight rule and the latch hold
+as before; the only change is that a lifecycle Step may become durable up to
+`linger_s` later (it is live on the channel at once).
+
 The simulator stalls the writer or fails an append with a fault-injecting
 proxy around the Ledger seam; the writer only needs the two Step methods
 (`StepLedger`).
@@ -70,6 +81,8 @@ GROUP_COMMIT_LIMIT = 64
 
 GROUP_FILL_TURNS = 8
 """At most this many scheduler turns spent letting a group fill."""
+
+StepItem = tuple[str, dict[str, Any]]
 
 
 class StepLedger(Protocol):
@@ -136,9 +149,15 @@ class StepWriter:
         seq: int,
         *,
         capacity: int = WRITER_QUEUE_LIMIT,
+        linger_s: float = 0.0,
     ) -> None:
         if capacity < 1:
             raise ValueError("writer capacity must be positive")
+        if linger_s < 0:
+            raise ValueError("writer linger must not be negative")
+        self._linger_s = linger_s
+        self._busy = False  # a group is handed to the ledger and not yet settled
+        self._waiters = 0  # barriers waiting: they end a linger
         self._ledger = ledger
         self._batch = ledger if isinstance(ledger, StepBatchLedger) else None
         self._clock = clock
@@ -179,7 +198,12 @@ class StepWriter:
         of them and ahead of none."""
         gen = self._gen
         return (self.running and gen.error is None and self._repair is None
-                and not self._queue and gen.settled == gen.accepted)
+                and not self._queue and not self._busy and gen.settled == gen.accepted)
+
+    @property
+    def lingers(self) -> bool:
+        """The writer holds an append nobody waits for (linger_s > 0)."""
+        return self._linger_s > 0
 
     @property
     def pending(self) -> int:
@@ -221,18 +245,39 @@ class StepWriter:
                     if self._closing:
                         return
                     await self._work.wait()
+                await self._linger()
                 await self._let_group_fill()
+                if not self._queue:
+                    continue  # taken meanwhile (take_pending): nothing left to write
                 group = self._take_group()
                 self._room.notify()
-                if len(group) == 1:
-                    await self._process(group[0])
-                else:
-                    await self._process_group(group)
+                self._busy = True
+                try:
+                    if len(group) == 1:
+                        await self._process(group[0])
+                    else:
+                        await self._process_group(group)
+                finally:
+                    self._busy = False
+                    self._changed.notify()
         finally:
             self._stopped = True
             self._queue.clear()
             self._room.notify()
             self._changed.notify()
+
+    def _hurried(self) -> bool:
+        queued = len(self._queue)
+        return (self._closing or self._waiters > 0 or self._repair is not None
+                or queued >= GROUP_COMMIT_LIMIT or queued >= self._capacity)
+
+    async def _linger(self) -> None:
+        """Hold the next group at most linger_s while nobody needs it written yet."""
+        if self._linger_s <= 0:
+            return
+        with anyio.move_on_after(self._linger_s):
+            while self._queue and not self._hurried():
+                await self._work.wait()
 
     async def _let_group_fill(self) -> None:
         """With a batching ledger, yield scheduler turns (never time) while each
@@ -350,14 +395,70 @@ class StepWriter:
         await anyio.lowlevel.checkpoint_if_cancelled()
         gen = self._gen
         target = gen.accepted
+        self._waiters += 1
+        if self._linger_s > 0 and self._queue:
+            self._work.notify()  # a lingering group is wanted now
+        try:
+            while True:
+                if gen.error is not None:
+                    raise self._failed(gen) from gen.error
+                if gen.settled >= target:
+                    return
+                if self._stopped:
+                    raise StepWriterClosed(self.run_id, "flush its Steps")
+                await self._changed.wait()
+        finally:
+            self._waiters -= 1
+
+    # -- handing Steps to a settlement (issue 17) ---------------------------------
+
+    async def wait_idle(self) -> None:
+        """Wait until no append is in flight (queued Steps may stay queued).
+
+        Raises StepWriteFailed (the latched failure) or StepWriterClosed, as
+        `barrier` does."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        gen = self._gen
         while True:
             if gen.error is not None:
                 raise self._failed(gen) from gen.error
-            if gen.settled >= target:
+            if not self._busy:
                 return
             if self._stopped:
-                raise StepWriterClosed(self.run_id, "flush its Steps")
+                raise StepWriterClosed(self.run_id, "settle its append")
             await self._changed.wait()
+
+    def take_pending(self) -> list[StepItem] | None:
+        """Every queued Step, in order, withdrawn from the writer for another
+        transaction to write right behind the ones written; or None (nothing is
+        taken) unless the writer runs with nothing in flight, nothing latched, no
+        repair and no barrier waiting. No await: the caller detaches the writer
+        from its channel before its next await, so nothing is teed in between."""
+        gen = self._gen
+        if (not self.running or self._busy or gen.error is not None or self._repair is not None
+                or self._waiters > 0 or any(i.generation is not gen for i in self._queue)):
+            return None
+        taken = [(item.kind, item.data) for item in self._queue]
+        if taken:  # (nothing to wake for otherwise: a wake-up is a scheduler turn)
+            self._queue.clear()
+            gen.accepted -= len(taken)  # no longer this writer's to write
+            self._room.notify()
+            self._work.notify()
+        return taken
+
+    def restore(self, items: Sequence[StepItem]) -> bool:
+        """Give back Steps `take_pending` withdrew whose transaction did not write
+        them, ahead of anything queued since; False (nothing queued) when the
+        writer no longer runs or has no room."""
+        if not items:
+            return True
+        if not self.running or len(self._queue) + len(items) > self._capacity:
+            return False
+        for item in reversed(items):
+            self._queue.appendleft(_Item(self._gen, item[0], item[1]))
+        self._gen.accepted += len(items)
+        self._work.notify()
+        return True
 
     def _failed(self, gen: _Generation) -> StepWriteFailed:
         assert gen.error is not None and gen.failed_kind is not None
