@@ -56,7 +56,7 @@ from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.pages import PAGE_SIZE
 from runtime.recovery.relay import Relays
-from runtime.recovery.scheduler import PageReader, PageScheduler, Visit
+from runtime.recovery.scheduler import Cursor, PageReader, PageScheduler, Visit
 from runtime.seams import Deps, JobInfo, JobStatus, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
@@ -535,6 +535,17 @@ async def _forward_never_moves(self: PageScheduler, read: PageReader, visit: Vis
     return seen
 
 
+async def _cursor_rounded_down(self: PageScheduler, start: Cursor, read: PageReader,
+                               visit: Visit) -> tuple[int, Cursor]:
+    """A relay page scheduler whose forward cursor keeps the last Run's id but a
+    timestamp a microsecond earlier (a cursor rounded down on its way through a
+    serialiser): each next page starts at the Run the last one ended with."""
+    seen, last = await BREAKS.unbroken(_cursor_rounded_down)(self, start, read, visit)
+    if last is not None and last != start:
+        last = (last[0] - timedelta(microseconds=1), last[1])
+    return seen, last
+
+
 BREAKS = BreakTable({
     "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
     "no_containment": (Canceller, "contain", _no_containment),
@@ -596,6 +607,7 @@ BREAKS = BreakTable({
     "cleanup_debts_unreported": (debts, "_release_checkpoints", _cleanup_owes_nothing),
     "queued_job_fenced": (DeliveryRecovery, "_pre_boot_active", _queued_as_pre_boot),
     "relay_first_page_only": (PageScheduler, "step", _forward_never_moves),
+    "relay_cursor_rounded_down": (PageScheduler, "_read_page", _cursor_rounded_down),
 })
 BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker

@@ -14,6 +14,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -903,9 +904,11 @@ class Checker:
         or the strict profile refuses)."""
         self._guarded(lambda: self.startup_checks.on_report(boot, deliveries))
 
-    def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run]) -> None:
-        """Boot `boot`'s ledger seam returns a page of Runs (`Ledger.page_runs`)."""
-        self._guarded(lambda: self.page_checks.on_page(boot, statuses, page))
+    def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run],
+                cursor: tuple[datetime, UUID] | None = None) -> None:
+        """Boot `boot`'s ledger seam returns a page of Runs (`Ledger.page_runs`) read
+        after `cursor`."""
+        self._guarded(lambda: self.page_checks.on_page(boot, statuses, page, cursor))
 
     def on_claim(self, boot_id: str, delivery: RunDelivery | None) -> None:
         """As a claim commits (before the claimant hears of it)."""

@@ -18,7 +18,12 @@ than a page; the `crowded` scenario holds more. Two rules:
 - `startup_names_cleanup_debts`: a terminal Run that held its checkpoint when
   reconciliation began and still holds it when startup reports done is named
   in the report's `cleanup_owed` (startup retried the deletion and it failed):
-  the report tells the truth about what is still owed.
+  the report tells the truth about what is still owed;
+- `page_cursor_names_a_listed_run`: every keyset cursor a boot passes to
+  `page_runs` is None (the first page) or exactly the (updated_at, id) of
+  the last Run of a page of the same statuses that boot was returned: a
+  cursor assembled from two rows, or from a Run no page ended with, skips or
+  repeats Runs at the page boundary however the pages happen to fall.
 
 Like the rest of the checker these read the ledger's own tables, what the
 boot's ledger seam returned to it (`page_runs`) and what the startup
@@ -30,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -59,7 +65,13 @@ INVARIANTS = (
      "reads: the forward cursor goes round every page",
      "seed 000 'Cancellation, mutation, and recovery' (relays repeat bounded recovery; old "
      "pages never drop out of repair and never starve newer Runs)"),
+    ("page_cursor_names_a_listed_run", "every keyset cursor a boot pages Runs from is the "
+     "first page's (none) or the (updated_at, id) of the last Run of a page of the same "
+     "statuses it was returned", "seed 000 'Cancellation, mutation, and recovery' (bounded "
+     "recovery page by page: a page starts right after the last Run of the one before)"),
 )
+
+Key = tuple[datetime, UUID]
 
 
 def reads_allowed(most: int) -> int:
@@ -90,6 +102,8 @@ class PageChecks:
     serving: set[int] = field(default_factory=set)
     """Boots whose startup finished: their page reads are the relays'."""
     watches: dict[tuple[int, RunStatus], _Watch] = field(default_factory=dict)
+    page_ends: dict[tuple[int, tuple[RunStatus, ...]], set[Key]] = field(default_factory=dict)
+    """Per boot and statuses: the (updated_at, id) of the last Run of each page returned."""
 
     def on_reconcile_started(self, boot: int) -> None:
         table = self.checker.world.ledger.run_table
@@ -122,8 +136,18 @@ class PageChecks:
                               f"report, Run {run.id} among them", boot=boot,
                               run=str(run.id), missed=len(missed))
 
-    def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run]) -> None:
-        """relay_pages_every_run, as a serving boot's ledger seam returns a page."""
+    def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run],
+                cursor: Key | None = None) -> None:
+        """page_cursor_names_a_listed_run and relay_pages_every_run, as a boot's ledger
+        seam returns the page it read after `cursor`."""
+        ends = self.page_ends.setdefault((boot, tuple(statuses)), set())
+        if cursor is not None and cursor not in ends:
+            self.checker.fail("page_cursor_names_a_listed_run", f"boot {boot} paged "
+                              f"{'/'.join(s.value for s in statuses)} Runs after {cursor}, "
+                              "which is not where any page it was returned ended",
+                              boot=boot, run=str(cursor[1]))
+        if page:
+            ends.add((page[-1].updated_at, page[-1].id))
         if boot not in self.serving or len(statuses) != 1:
             return
         status = statuses[0]

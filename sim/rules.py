@@ -359,6 +359,11 @@ RULES: tuple[Rule, ...] = (
          "goes round every page, so no Run drops out of repair however many wait",
          ("relay_pages_every_run",), ("crowded",),
          (_b("relay_first_page_only", "crowded", 1),)),
+    Rule("relays.page_cursor_exact", S000, "Cancellation, mutation, and recovery",
+         "a relay's next page starts right after the last Run of the page before: its keyset "
+         "cursor is that Run's exact (updated_at, id), never one assembled from other rows",
+         ("page_cursor_names_a_listed_run",), ("crowded",),
+         (_b("relay_cursor_rounded_down", "crowded", 1),)),
     Rule("relays.delivery", S000, "Admission and exact claim",
          "the delivery relay probes the exact hop key and republishes it when absent, so every "
          "admitted Run ends after heal",

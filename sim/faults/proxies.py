@@ -339,7 +339,8 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         if name == "get_delivery":
             result = self.drift(result)
         if name == "page_runs":
-            self.world.checker.on_page(self.boot.number, args[0], result)
+            self.world.checker.on_page(self.boot.number, args[0], result,
+                                       args[1] if len(args) > 1 else kwargs.get("after"))
         changed = result is not None and result is not False
         if write and name not in STEP_WRITES:
             self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args), changed=changed)
