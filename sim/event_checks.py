@@ -47,6 +47,10 @@ INVARIANTS = (
      "Run's open channel tees to nobody until its next hop attaches its own",
      "seed 000 'Events, settlement, and waits' (one ordered writer per hop; a parked hop "
      "leaves its channel open for readers)"),
+    ("dropped_channel_unread", "a channel its owner has closed and dropped holds no reader: "
+     "each has taken the terminal event, left, or been cut off when the channel closed",
+     "seed 000 'Events, settlement, and waits' (close drains readers or cuts them off after "
+     "the grace; the channel rejects readers once closed)"),
     ("cancel_closes_channel", "a cancel that answers CANCELLED has ended the Run's live "
      "channel in the process that answered: the terminal event went to its readers and "
      "the channel is closed, so no reader waits on a Run whose truth is final",
@@ -80,6 +84,13 @@ def before(channel: RunChannel) -> Before:
 class EventChecks:
     def __init__(self, checker: Checker) -> None:
         self.checker = checker
+        self.followed: list[tuple[Boot, UUID, RunChannel]] = []
+        """Channels a follower subscribed to, until their bus dropped them and they
+        were judged (dropped_channel_unread)."""
+
+    def on_followed(self, boot: Boot, run_id: UUID, channel: RunChannel) -> None:
+        if not any(c is channel for _, _, c in self.followed):
+            self.followed.append((boot, run_id, channel))
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         self.checker.fail(invariant, message, **records)
@@ -146,7 +157,10 @@ class EventChecks:
                                 run=str(run_id), boot=boot.number)
 
     def after_write(self) -> None:
-        """tee_to_live_writer, over every open channel of the boots alive now."""
+        """tee_to_live_writer, over every open channel of the boots alive now;
+        dropped_channel_unread, over the followed channels their bus has dropped."""
+        if self.followed:
+            self._dropped_channels()
         for boot in self.checker.world.alive_boots():
             for run_id, channel in boot.vessel.worker.bus._channels.items():
                 sink = channel._sink
@@ -155,3 +169,19 @@ class EventChecks:
                 self.fail("tee_to_live_writer", f"the open channel of Run {run_id} in boot "
                           f"{boot.number} still tees to the Step writer of a hop that left",
                           run=str(run_id), boot=boot.number)
+
+    def _dropped_channels(self) -> None:
+        keep = []
+        for boot, run_id, channel in self.followed:
+            if not boot.alive:
+                continue  # its memory, channels included, died with it
+            if boot.vessel.worker.bus.get(run_id) is channel:
+                keep.append((boot, run_id, channel))
+                continue
+            if channel._subscribers:
+                self.fail("dropped_channel_unread", f"the channel of Run {run_id} in boot "
+                          f"{boot.number} was dropped with {len(channel._subscribers)} "
+                          f"reader(s) still attached (channel "
+                          f"{'closed' if channel._closed else 'never closed'})",
+                          run=str(run_id), boot=boot.number)
+        self.followed = keep

@@ -773,6 +773,13 @@ def _subscribe_clamped(self: RunChannel, after_cursor: int = 0) -> Subscription:
     return RULE_BREAKS.unbroken(_subscribe_clamped)(self, min(after_cursor, self.cursor))
 
 
+async def _close_is_a_no_op(self: RunChannel, grace: float = 0.0) -> None:
+    """A close that takes the channel for closed already: it neither drains nor cuts
+    off its readers, and the bus drops the channel with them still attached (the
+    mutation tool's survivor `channel.py:233`, `if self._closed` negated)."""
+    return None
+
+
 async def _close_without_grace(self: RunChannel, grace: float = 0.0) -> None:
     """A close that never waits for readers to drain the terminal event."""
     await RULE_BREAKS.unbroken(_close_without_grace)(self, 0.0)
@@ -850,6 +857,7 @@ RULE_BREAKS = BreakTable({
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "close_without_grace": (RunChannel, "close", _close_without_grace),
+    "close_is_a_no_op": (RunChannel, "close", _close_is_a_no_op),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

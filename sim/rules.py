@@ -466,6 +466,10 @@ RULES: tuple[Rule, ...] = (
          "after the terminal event a channel closes only once its readers drained it (or "
          "the grace expired): a reader that keeps up sees the terminal event",
          ("stream_reaches_terminal",), ("events",), (_b("close_without_grace", "events", 1),)),
+    Rule("events.close_cuts_off", S000, "Events, settlement, and waits",
+         "a channel that closes leaves no reader attached: each took the terminal event, "
+         "left, or was cut off; the owner drops it only after that",
+         ("dropped_channel_unread",), ("events",), (_b("close_is_a_no_op", "events", 1),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

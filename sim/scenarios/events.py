@@ -55,6 +55,7 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
         checker.on_subscribe(name, after, found, None, exc)
         return type(exc).__name__
     checker.on_subscribe(name, after, found, sub, None)
+    checker.event_checks.on_followed(boot, run_id, channel)
     try:
         async with sub:
             if kind == "stalled":

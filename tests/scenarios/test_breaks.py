@@ -358,3 +358,12 @@ def test_a_hop_that_leaves_its_writer_attached_is_caught() -> None:
                                         "tee_to_live_writer")
     assert "hop that left" in message
     assert run_simulation(seed, "consent", "swarm").ok
+
+
+def test_a_close_that_leaves_its_readers_attached_is_caught() -> None:
+    """A dropped channel holds no reader (sim.event_checks, dropped_channel_unread):
+    the break's close does nothing, so the bus drops channels with readers on them."""
+    seed, _, message = _first_violation("events", "close_is_a_no_op", range(1, 20),
+                                        "dropped_channel_unread")
+    assert "still attached" in message
+    assert run_simulation(seed, "events", "swarm").ok
