@@ -253,7 +253,8 @@ INVARIANTS: dict[str, Invariant] = {
                   "identity, and each transmission after the first rests on proof of no effect "
                   "or same-key replay", "seed 000 'Service job attempts'"),
         Invariant("service_key_payload", "a changed payload for a key is refused and never "
-                  "reaches the provider; the same payload is never refused",
+                  "reaches the provider; the same payload (in any key order) and a fresh "
+                  "attempt are never refused",
                   "seed 000 'Service job attempts'"),
         Invariant("service_cancel_contained", "CANCELLED only while the provider runs nothing "
                   "of the attempt", "seed 000 'Service job attempts'"),

@@ -71,7 +71,7 @@ from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
 from runtime.service import models as service_models
 from runtime.service import rules as service_rules
-from runtime.service.errors import ServiceError, ServicePayloadConflict
+from runtime.service.errors import IllegalTransition, ServiceError, ServicePayloadConflict
 from runtime.service.models import (
     Evidence,
     EvidenceKind,
@@ -688,6 +688,27 @@ async def _absent_never_resubmits(ctx: ServiceContext, attempt: ServiceJobAttemp
     return await RULE_BREAKS.unbroken(_absent_never_resubmits)(never, attempt)
 
 
+async def _absent_never_cancels(ctx: ServiceContext, attempt: ServiceJobAttempt
+                                ) -> ServiceJobAttempt:
+    """Reconciliation that, with a cancel requested, parks a provably absent job
+    INDETERMINATE instead of settling the attempt CANCELLED."""
+    if attempt.cancel_requested_at is not None and attempt.provider_job_id is None \
+            and ctx.driver.lookup_proves_absence:
+        proof = Evidence(kind=EvidenceKind.NO_EFFECT, at=ctx.clock.now(),
+                         transmission=attempt.transmissions, detail="lookup proves no job")
+        return await ctx.store.mark_indeterminate(attempt.id, proof, ctx.clock.now())
+    return await RULE_BREAKS.unbroken(_absent_never_cancels)(ctx, attempt)
+
+
+def _prepare_refuses_new_keys(attempt: ServiceJobAttempt, by_id: ServiceJobAttempt | None,
+                              by_key: ServiceJobAttempt | None) -> ServiceJobAttempt | None:
+    """A prepare whose freshness guard is inverted for a key not seen yet: it refuses the
+    very records it should insert."""
+    if by_id is None and by_key is None:
+        raise IllegalTransition(attempt.id, attempt.state.value, "be prepared: not fresh")
+    return RULE_BREAKS.unbroken(_prepare_refuses_new_keys)(attempt, by_id, by_key)
+
+
 async def _open_pass_first_page(ctx: ServiceContext, page: int = 100
                                 ) -> list[ServiceJobAttempt]:
     """A pass over the open attempts that reconciles its first page and stops there."""
@@ -836,6 +857,8 @@ RULE_BREAKS = BreakTable({
     "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "open_pass_first_page": (service_attempts, "reconcile_open", _open_pass_first_page),
+    "cancel_ignores_no_effect": (service_attempts, "_absent", _absent_never_cancels),
+    "fresh_prepare_refused": (service_rules, "decide_prepare", _prepare_refuses_new_keys),
     "attempt_digest_unchecked": (ServiceJobAttempt, "consistent", _consistent_without_digest),
     "digest_follows_key_order": (service_models, "request_digest", _digest_in_key_order),
     "retention_after_release": (RunEngine, "_retain_and_release", _release_before_retention),

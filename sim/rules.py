@@ -441,12 +441,14 @@ RULES: tuple[Rule, ...] = (
     Rule("service.proof_before_resubmit", S000, "Service job attempts",
          "a transmission after the first rests on proof of no effect or same-key replay; one "
          "provider effect per idempotency identity",
-         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 30),)),
+         ("service_single_effect",), ("service",), (_b("blind_resubmit", "service", 37),)),
     Rule("service.key_payload", S000, "Service job attempts",
          "a changed payload under a used idempotency key is refused and never reaches the "
-         "provider; the same request is never refused, whatever order its keys arrive in",
+         "provider; the same request is never refused, whatever order its keys arrive in, "
+         "and neither is a fresh attempt under a new key",
          ("service_key_payload",), ("service",), (_b("payload_change_accepted", "service", 1),
-                                                  _b("digest_follows_key_order", "service", 1))),
+                                                  _b("digest_follows_key_order", "service", 1),
+                                                  _b("fresh_prepare_refused", "service", 1))),
     Rule("service.cancel_intent", S000, "Service job attempts",
          "a cancel records its intent before anything else; the request is never cleared, "
          "CANCELLED comes only after it, and an unfinished attempt keeps it for re-driving",
@@ -454,9 +456,9 @@ RULES: tuple[Rule, ...] = (
          (_b("cancel_intent_dropped", "service", 1),)),
     Rule("service.resubmit_on_proof", S000, "Service job attempts",
          "a missing job re-submits on proof of no effect or same-key replay (unless a cancel "
-         "was requested), and only on proof",
+         "was requested: then proof of no effect cancels the attempt), and only on proof",
          ("service_resubmits_on_proof", "service_single_effect"), ("service",),
-         (_b("proof_never_resubmits", "service", 2),)),
+         (_b("proof_never_resubmits", "service", 2), _b("cancel_ignores_no_effect", "service", 5))),
     Rule("events.replay_from_cursor", S000, "Events, settlement, and waits",
          "a subscription replays every held event after its cursor, or starts with one "
          "resync boundary when the cursor is older than the window; a cursor from the "
@@ -494,7 +496,7 @@ RULES: tuple[Rule, ...] = (
          "record whose digest was sealed over another request is refused before it is "
          "prepared",
          ("service_digest_sealed",), ("service",),
-         (_b("attempt_digest_unchecked", "service", 2),)),
+         (_b("attempt_digest_unchecked", "service", 4),)),
     Rule("service.open_pass", S000, "Service job attempts",
          "a pass over the nonterminal attempts (startup, relays) pages through all of them: "
          "each open attempt is reconciled once, none is skipped past the first page",

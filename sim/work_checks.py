@@ -98,7 +98,8 @@ INVARIANTS = (
      "reconciling)"),
     ("service_resubmits_on_proof", "proof that the last transmission had no effect (or that "
      "the driver replays the same key) re-submits, unless a cancel was requested: it never "
-     "parks the attempt INDETERMINATE (every simulated domain policy admits a re-submit)",
+     "parks the attempt INDETERMINATE (every simulated domain policy admits a re-submit); "
+     "with a cancel requested, proof of no effect cancels it",
      "seed 000 'Service job attempts' (a missing job re-submits only on proof)"),
     ("service_settle_honoured", "a settle is accepted exactly when its evidence proves that "
      "outcome for the attempt it found: CANCELLED on never-submitted (prepared), contained or "
@@ -112,9 +113,9 @@ INVARIANTS = (
      "a worker whose model differs hands the attempt back before reserving a call",
      "seed 004 'Leases and fences' (staging checks the model version; claiming reserves "
      "bounded call work)"),
-    ("service_digest_sealed", "every stored attempt's request digest is the digest of its "
-     "own request, binding and destination: a record sealed over another request is "
-     "refused before it is prepared",
+    ("service_digest_sealed", "every stored attempt carries its idempotency key and, as its "
+     "request digest, the digest of its own request, binding and destination: a record "
+     "sealed over another request, or without a key, is refused before it is prepared",
      "seed 000 'Service job attempts' (the attempt persists the exact request digest)"),
     ("service_open_pass_complete", "a pass over the open attempts (reconcile_open) returns "
      "each attempt at most once and every attempt open from its start to its end, across "
@@ -557,6 +558,9 @@ class ServiceChecks:
         provider = self.world.provider
         # The runtime's own digest function, read at call time: this check is about the
         # record's seal, not about the digest's format (service_key_payload judges that).
+        if prev is None and not a.idempotency_key:
+            self.fail("service_digest_sealed", f"attempt {a.id} was prepared without an "
+                      "idempotency key", attempt=_attempt(a))
         if prev is None and a.request_digest != service_models.request_digest(
                 a.request, a.binding, a.envelope.destination):
             self.fail("service_digest_sealed", f"attempt {a.id} was prepared with a digest "
@@ -573,6 +577,14 @@ class ServiceChecks:
                 and a.cancel_requested_at != prev.cancel_requested_at:
             self.fail("service_cancel_recorded", f"attempt {a.id} lost its cancel request",
                       before=_attempt(prev), after=_attempt(a))
+        if a.state is ServiceState.INDETERMINATE and a.cancel_requested_at is not None \
+                and a.evidence and (prev is None or len(a.evidence) > len(prev.evidence)) \
+                and a.evidence[-1].kind is EvidenceKind.NO_EFFECT \
+                and a.evidence[-1].transmission == a.transmissions \
+                and a.provider_job_id is None:
+            self.fail("service_resubmits_on_proof", f"attempt {a.id} had its cancel requested "
+                      f"and proof of no effect for transmission {a.transmissions}, and was left "
+                      "INDETERMINATE instead of CANCELLED", attempt=_attempt(a))
         if a.state is ServiceState.INDETERMINATE and a.cancel_requested_at is None \
                 and a.evidence and (prev is None or len(a.evidence) > len(prev.evidence)) \
                 and a.evidence[-1].kind in (EvidenceKind.NO_EFFECT, EvidenceKind.SAME_KEY_REPLAY) \
@@ -706,6 +718,9 @@ class ServiceChecks:
             if rec["event"] != "service.prepare":
                 continue
             data = rec["data"]
+            if data["outcome"] == "IllegalTransition":  # the requester sends only fresh records
+                self.fail("service_key_payload", f"a fresh attempt for key {data['key']} was "
+                          "refused as not fresh", key=data["key"])
             attempt_id = store.key_index.get(data["key"])
             stored = store.attempt_table.get(attempt_id) if attempt_id else None
             if stored is None:

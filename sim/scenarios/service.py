@@ -2,7 +2,8 @@
 (with exact replays, some in another key order, and changed payloads under
 a used key), submitted and
 reconciled by two service worker processes against a simulated provider,
-while an operator cancels some; the provider duplicates submissions, lies in
+while an operator cancels some (another, at once, half of those still
+submitting); the provider duplicates submissions, lies in
 lookups for a while, loses acknowledgements, times out and refuses, and
 workers crash between the CAS to SUBMITTING and the provider id being
 persisted, there at the catalogued `service.submitted_before_ack`. Each
@@ -188,11 +189,14 @@ class Requester:
             await self.settle(rounds=1)
 
     def refuse_corrupt(self, attempt: ServiceJobAttempt) -> bool:
-        """The record of `attempt` arrives with its digest sealed over another request: it
+        """The record of `attempt` arrives with its digest sealed over another request, or
+        without its idempotency key: it
         must not validate (True: refused, the requester goes on with the true record).
         Should it validate, the requester believes it and prepares it instead."""
         request = {**attempt.request, "size": int(attempt.request["size"]) + 100}
         data = {**attempt.model_dump(), "request": request}
+        if self.world.streams.workload.random() < 0.5:  # or its idempotency key lost
+            data = {**attempt.model_dump(), "idempotency_key": ""}
         try:
             forged = ServiceJobAttempt.model_validate(data)
         except ValidationError:
@@ -251,16 +255,34 @@ async def operator(world: World, registry: Registry) -> None:
         open_ = [a.id for a in world.services.attempt_table.values() if not a.state.terminal]
         if not open_ or rng.random() >= 0.35:
             continue
-        attempt_id = rng.choice(open_)
-        proc = live(world, registry, rng)
-        try:
-            if proc is None:
-                raise Unavailable("no live service process")
-            after = await proc.call(_canceller(world, attempt_id))
-            outcome = after.state.value
-        except (Unavailable, LedgerUnavailable, ServiceError) as exc:
-            outcome = type(exc).__name__
-        world.trace.emit("operator", "service.cancel", attempt=attempt_id, outcome=outcome)
+        await cancel_one(world, registry, rng.choice(open_))
+
+
+async def cancel_one(world: World, registry: Registry, attempt_id: UUID) -> None:
+    rng = world.streams.actors
+    proc = live(world, registry, rng)
+    try:
+        if proc is None:
+            raise Unavailable("no live service process")
+        after = await proc.call(_canceller(world, attempt_id))
+        outcome = after.state.value
+    except (Unavailable, LedgerUnavailable, ServiceError) as exc:
+        outcome = type(exc).__name__
+    world.trace.emit("operator", "service.cancel", attempt=attempt_id, outcome=outcome)
+
+
+async def hasty_operator(world: World, registry: Registry) -> None:
+    """Cancels, once, half of the attempts still submitting without a provider job (a
+    slow refusal is out): the provider holds nothing, so lookups can prove no effect."""
+    seen: set[UUID] = set()
+    while True:
+        await anyio.sleep(3.0)
+        for a in list(world.services.attempt_table.values()):
+            if a.id in seen or a.state is not ServiceState.SUBMITTING or a.provider_job_id:
+                continue
+            seen.add(a.id)
+            if world.streams.actors.random() < 0.5:
+                await cancel_one(world, registry, a.id)
 
 
 async def drive(world: World) -> None:
@@ -273,6 +295,7 @@ async def drive(world: World) -> None:
     world.actors["requester"] = requester
     async with anyio.create_task_group() as tg:
         tg.start_soon(operator, world, registry)
+        tg.start_soon(hasty_operator, world, registry)
         await requester.run(world.streams.workload.randint(8, 20))
         await anyio.sleep(200.0)  # faults stay on while the workers reconcile
         tg.cancel_scope.cancel()

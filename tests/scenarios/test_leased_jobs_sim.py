@@ -193,18 +193,24 @@ def test_a_lost_or_late_acknowledgement_never_fabricates_failure(
 def test_a_crash_after_the_cas_to_submitting_never_resubmits_blindly() -> None:
     world = _world(_planned("service", 1, "service.begin_submit", FaultKind.WORKER_CRASH))
     assert not world.provider.lookup_proves_absence and not world.provider.replays_same_key
-    # The crashed submit's attempt: lookups found nothing and, without proof, it never
-    # transmitted again; it stays INDETERMINATE unless the operator's cancel contained it.
-    (stuck,) = [a for a in world.services.attempt_table.values()
-                if a.evidence and a.evidence[0].kind is EvidenceKind.LOOKUP_ABSENT]
-    assert stuck.transmissions == 1
-    assert stuck.state in (ServiceState.INDETERMINATE, ServiceState.CANCELLED)
-    kinds = [e.kind for e in stuck.evidence]
-    if stuck.state is ServiceState.INDETERMINATE:
-        assert kinds[-1] is EvidenceKind.LOOKUP_ABSENT
-    else:
-        assert EvidenceKind.CANCEL_REQUESTED in kinds and kinds[-1] is EvidenceKind.CANCEL_CONTAINED
-    assert stuck.idempotency_key not in world.provider.by_key  # contained: no effect
+    # The crashed submit's attempt (and any a busy provider's slow refusal left without an
+    # answer for a while): lookups found nothing and, without proof, none transmitted
+    # again; each stays INDETERMINATE unless a cancel contained it or the refusal landed.
+    unanswered = [a for a in world.services.attempt_table.values()
+                  if a.evidence and a.evidence[0].kind is EvidenceKind.LOOKUP_ABSENT]
+    assert any(a.state is not ServiceState.FAILED for a in unanswered)
+    for stuck in unanswered:
+        assert stuck.transmissions == 1
+        assert stuck.idempotency_key not in world.provider.by_key  # contained: no effect
+        kinds = [e.kind for e in stuck.evidence]
+        if stuck.state is ServiceState.INDETERMINATE:
+            assert kinds[-1] is EvidenceKind.LOOKUP_ABSENT
+        elif stuck.state is ServiceState.CANCELLED:
+            assert EvidenceKind.CANCEL_REQUESTED in kinds
+            assert kinds[-1] is EvidenceKind.CANCEL_CONTAINED
+        else:
+            assert stuck.state is ServiceState.FAILED
+            assert kinds[-1] is EvidenceKind.SUBMIT_REJECTED
 
 
 def test_a_crash_before_the_provider_id_is_persisted_is_adopted_by_lookup() -> None:
