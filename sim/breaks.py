@@ -546,6 +546,15 @@ async def _cursor_rounded_down(self: PageScheduler, start: Cursor, read: PageRea
     return seen, last
 
 
+async def _dequeued_unacknowledged(self: DeliveryRecovery, run: Run, delivery: RunDelivery,
+                                   job: JobInfo) -> DeliveryVerdict:
+    """Delivery recovery that retains a dequeued job (this boot's or a live peer's)
+    without recording the missed acknowledgement: the row stays PENDING."""
+    if delivery.state is DeliveryState.PENDING:
+        delivery = delivery.model_copy(update={"state": DeliveryState.PUBLISHED})
+    return await BREAKS.unbroken(_dequeued_unacknowledged)(self, run, delivery, job)
+
+
 BREAKS = BreakTable({
     "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
     "no_containment": (Canceller, "contain", _no_containment),
@@ -608,6 +617,7 @@ BREAKS = BreakTable({
     "queued_job_fenced": (DeliveryRecovery, "_pre_boot_active", _queued_as_pre_boot),
     "relay_first_page_only": (PageScheduler, "step", _forward_never_moves),
     "relay_cursor_rounded_down": (PageScheduler, "_read_page", _cursor_rounded_down),
+    "dequeued_ack_skipped": (DeliveryRecovery, "_dequeued", _dequeued_unacknowledged),
 })
 BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker

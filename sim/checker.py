@@ -25,9 +25,9 @@ from runtime.errors import BrokerUnavailable, LedgerUnavailable
 from runtime.graph.snapshots import Checkpoint
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
-from runtime.seams import JobStatus
+from runtime.seams import JobInfo, JobStatus
 from runtime.service.models import ServiceState
-from sim import delivery_checks
+from sim import ack_checks, delivery_checks
 from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
 from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
@@ -270,7 +270,8 @@ INVARIANTS.update(
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
-                               *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS)
+                               *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS,
+                               *ack_checks.INVARIANTS)
 )
 
 
@@ -904,6 +905,18 @@ class Checker:
         """Boot `boot`'s reconciliation reported these delivery verdicts (it serves next,
         or the strict profile refuses)."""
         self._guarded(lambda: self.startup_checks.on_report(boot, deliveries))
+
+    def on_delivery_read(self, delivery: RunDelivery | None) -> None:
+        """The current task read this delivery row (`Ledger.get_delivery`, as it saw it)."""
+        self._guarded(lambda: ack_checks.on_delivery_read(self, delivery))
+
+    def on_probe(self, boot: int, key: str, info: JobInfo | None = None,
+                 started: bool = False) -> None:
+        """The current task begins (`started`) or ends a broker probe of `key`."""
+        if started:
+            self._guarded(lambda: ack_checks.on_probe_started(self))
+        else:
+            self._guarded(lambda: ack_checks.on_probed(self, boot, key, info))
 
     def on_page(self, boot: int, statuses: Sequence[RunStatus], page: list[Run],
                 cursor: tuple[datetime, UUID] | None = None) -> None:

@@ -344,6 +344,12 @@ RULES: tuple[Rule, ...] = (
          "the broker; only a pre-boot active job is fenced",
          ("queued_job_retained",), ("crowded", "basic"),
          (_b("queued_job_fenced", "crowded", 1),)),
+    Rule("recovery.dequeued_publish_acknowledged", S000, "Cancellation, mutation, and recovery",
+         "startup and the delivery relay, finding a QUEUED Run's unacknowledged (PENDING) "
+         "delivery's job dequeued by a worker, record the missed acknowledgement (mark it "
+         "published) unless they retire a dead boot's stranded job",
+         ("dequeued_publish_acknowledged",), ("two_vessels",),
+         (_b("dequeued_ack_skipped", "two_vessels", 5),)),
     Rule("startup.reconciles_every_page", S000, "Cancellation, mutation, and recovery",
          "startup reconciliation recovers every CANCELLING, orphaned and QUEUED Run, however "
          "many: it pages past the first page",

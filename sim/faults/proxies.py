@@ -28,7 +28,7 @@ from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
 from runtime.worker import HopOutcome
-from sim import retry_checks
+from sim import ack_checks, retry_checks
 from sim.clock import EPOCH
 from sim.faults.plan import FaultKind, PlannedFault
 from sim.pause import DEQUEUED, PAUSE_POINTS, pause
@@ -330,7 +330,13 @@ def _run_of(args: tuple[Any, ...]) -> str | None:
 def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
-        result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
+        if name == "mark_published":
+            ack_checks.on_mark_published(*args[:2])
+        try:
+            result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
+        except BaseException:
+            ack_checks.on_call_failed()
+            raise
         stale = STALE_HOP.get()
         if write and stale is not None:
             self.world.checker.on_stale_hop_write(stale, name, result)
@@ -338,6 +344,7 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             self._notify_moved(_run_of(args))
         if name == "get_delivery":
             result = self.drift(result)
+            self.world.checker.on_delivery_read(result)
         if name == "page_runs":
             self.world.checker.on_page(self.boot.number, args[0], result,
                                        args[1] if len(args) > 1 else kwargs.get("after"))
@@ -416,8 +423,10 @@ class SimBroker(_Guarded):
         return any(start <= made <= until for start, until in self.boot.unreachable)
 
     async def probe(self, key: str) -> JobInfo | None:
-        info = await self._guard(lambda: self.inner.probe(key))
-        return self._unrecorded(info)
+        self.world.checker.on_probe(self.boot.number, key, started=True)
+        info = self._unrecorded(await self._guard(lambda: self.inner.probe(key)))
+        self.world.checker.on_probe(self.boot.number, key, info)
+        return info
 
     def _unrecorded(self, info: JobInfo | None) -> JobInfo | None:
         """FaultKind.START_UNRECORDED: a QUEUED Run's active hop job, as this boot
@@ -454,6 +463,7 @@ class SimBroker(_Guarded):
     async def retire(self, key: str, reason: str) -> JobInfo | None:
         self.boot.check_alive()
         self.world.checker.on_abort(self.boot.number, key)  # a fence, like an abort
+        ack_checks.on_retire(key)
         info = await self._guard(lambda: self.inner.retire(key, reason))
         self._note_finished(key)
         self.world.trace.emit("broker", "job.retired", key=key,
