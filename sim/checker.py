@@ -846,6 +846,12 @@ class Checker:
                           evidence: Evidence, error: BaseException | None) -> None:
         self._guarded(lambda: self.service_checks.on_settle(found, outcome, evidence, error))
 
+    def on_service_indeterminate(self, found: ServiceJobAttempt | None, evidence: Evidence,
+                                 result: ServiceJobAttempt | None,
+                                 error: BaseException | None) -> None:
+        self._guarded(lambda: self.service_checks.on_indeterminate(found, evidence, result,
+                                                                   error))
+
     def on_job_decision(self, name: str, args: tuple[Any, ...], found: LeasedJob | None,
                         result: Any, error: BaseException | None) -> None:
         self._guarded(lambda: self.job_checks.on_decision(name, args, found, result, error))

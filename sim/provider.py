@@ -348,12 +348,45 @@ def _judged_settle(store: SimServiceStore, args: tuple[Any, ...],
     return judged
 
 
+def _judged_indeterminate(store: SimServiceStore, args: tuple[Any, ...],
+                          op: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    """`op` (a mark_indeterminate), with the attempt its transaction found handed to the
+    checker with the answer (read in the gate hook, as for settle: no checkpoint)."""
+    inner, checker = store.inner, store.world.checker
+
+    async def judged() -> Any:
+        outer = BEFORE_APPLY.get()
+        seen: list[ServiceJobAttempt | None] = []
+
+        def hook() -> None:
+            if outer is not None:
+                outer()
+            seen.append(inner.attempt_table.get(args[0]))
+
+        token = BEFORE_APPLY.set(hook)
+        try:
+            result = await op()
+        except ServiceError as exc:
+            if seen:
+                checker.on_service_indeterminate(seen[0], args[1], None, exc)
+            raise
+        finally:
+            BEFORE_APPLY.reset(token)
+        if seen:
+            checker.on_service_indeterminate(seen[0], args[1], result, None)
+        return result
+
+    return judged
+
+
 def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimServiceStore, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
         op: Callable[[], Awaitable[Any]] = lambda: inner(*args, **kwargs)  # noqa: E731
         if name == "settle" and len(args) == 4:
             op = _judged_settle(self, args, op)
+        if name == "mark_indeterminate" and len(args) == 3:
+            op = _judged_indeterminate(self, args, op)
         return await self._tx(name, write, op)
 
     method.__name__ = name

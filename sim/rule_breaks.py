@@ -709,6 +709,15 @@ def _prepare_refuses_new_keys(attempt: ServiceJobAttempt, by_id: ServiceJobAttem
     return RULE_BREAKS.unbroken(_prepare_refuses_new_keys)(attempt, by_id, by_key)
 
 
+def _indeterminate_only_when_terminal(attempt: ServiceJobAttempt, evidence: Evidence,
+                                      now: datetime) -> ServiceJobAttempt:
+    """mark_indeterminate with its terminal guard inverted: an open attempt is returned
+    unchanged, its state and the evidence why never recorded."""
+    if not attempt.state.terminal:
+        return attempt
+    return RULE_BREAKS.unbroken(_indeterminate_only_when_terminal)(attempt, evidence, now)
+
+
 async def _open_pass_first_page(ctx: ServiceContext, page: int = 100
                                 ) -> list[ServiceJobAttempt]:
     """A pass over the open attempts that reconciles its first page and stops there."""
@@ -858,6 +867,8 @@ RULE_BREAKS = BreakTable({
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "open_pass_first_page": (service_attempts, "reconcile_open", _open_pass_first_page),
     "cancel_ignores_no_effect": (service_attempts, "_absent", _absent_never_cancels),
+    "indeterminate_not_recorded": (service_rules, "decide_indeterminate",
+                                   _indeterminate_only_when_terminal),
     "fresh_prepare_refused": (service_rules, "decide_prepare", _prepare_refuses_new_keys),
     "attempt_digest_unchecked": (ServiceJobAttempt, "consistent", _consistent_without_digest),
     "digest_follows_key_order": (service_models, "request_digest", _digest_in_key_order),

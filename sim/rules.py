@@ -503,6 +503,12 @@ RULES: tuple[Rule, ...] = (
          "prepared",
          ("service_digest_sealed",), ("service",),
          (_b("attempt_digest_unchecked", "service", 4),)),
+    Rule("service.indeterminate", S000, "Service job attempts",
+         "a timeout, lost or malformed acknowledgement or absent lookup leaves an attempt "
+         "that may have been sent INDETERMINATE with its evidence, never unrecorded; "
+         "terminal truth is kept and a PREPARED attempt is refused",
+         ("service_indeterminate_recorded",), ("service",),
+         (_b("indeterminate_not_recorded", "service", 1),)),
     Rule("service.open_pass", S000, "Service job attempts",
          "a pass over the nonterminal attempts (startup, relays) pages through all of them: "
          "each open attempt is reconciled once, none is skipped past the first page",

@@ -117,6 +117,11 @@ INVARIANTS = (
      "request digest, the digest of its own request, binding and destination: a record "
      "sealed over another request, or without a key, is refused before it is prepared",
      "seed 000 'Service job attempts' (the attempt persists the exact request digest)"),
+    ("service_indeterminate_recorded", "an attempt that may have been sent (submitting, "
+     "accepted, running, indeterminate) is left INDETERMINATE with the evidence why; a "
+     "terminal one keeps its truth unchanged; a PREPARED one is refused (never sent)",
+     "seed 000 'Service job attempts' (a timeout, disconnect or malformed acknowledgement "
+     "settles INDETERMINATE, never FAILED)"),
     ("service_open_pass_complete", "a pass over the open attempts (reconcile_open) returns "
      "each attempt at most once and every attempt open from its start to its end, across "
      "all its pages", "seed 000 'Service job attempts' (startup and relays reconcile every "
@@ -640,6 +645,25 @@ class ServiceChecks:
                   f"({found.state.value}) {outcome.state.value} on {evidence.kind.value} "
                   f"evidence was {'refused' if error else 'accepted'}",
                   attempt=_attempt(found), error=type(error).__name__ if error else None)
+
+    def on_indeterminate(self, found: ServiceJobAttempt | None, evidence: Evidence,
+                         result: ServiceJobAttempt | None, error: BaseException | None) -> None:
+        """Re-judge one mark_indeterminate from the attempt its transaction found."""
+        if found is None:
+            return
+        S = ServiceState
+        if found.state.terminal:
+            ok = error is None and result == found
+        elif found.state is S.PREPARED:
+            ok = error is not None
+        else:
+            ok = (error is None and result is not None and result.state is S.INDETERMINATE
+                  and result.evidence[-1:] == (evidence,))
+        if not ok:
+            answer = type(error).__name__ if error else (result.state.value if result else None)
+            self.fail("service_indeterminate_recorded", f"marking attempt {found.id} "
+                      f"({found.state.value}) indeterminate on {evidence.kind.value} answered "
+                      f"{answer}", attempt=_attempt(found))
 
     def on_open_pass(self, process: str, open_before: Collection[UUID],
                      visited: Sequence[UUID]) -> None:
