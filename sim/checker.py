@@ -59,6 +59,8 @@ from sim.work_checks import INVARIANTS as JOB_INVARIANTS
 from sim.work_checks import JobChecks, ServiceChecks
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from runtime.events.channel import RunChannel, Subscription
     from runtime.jobs.models import LeasedJob
     from runtime.service.models import Evidence, ServiceJobAttempt, ServiceOutcome
@@ -837,6 +839,9 @@ class Checker:
     def on_subscribe(self, name: str, after: int, found: Before, sub: Subscription | None,
                      error: BaseException | None) -> None:
         self._guarded(lambda: self.event_checks.on_subscribe(name, after, found, sub, error))
+
+    def on_step_append(self, caller: FrameType | None) -> None:
+        self._guarded(lambda: self.event_checks.on_step_append(caller))
 
     def on_stream_end(self, name: str, sub: Subscription, channel: RunChannel,
                       slow: bool) -> None:

@@ -19,13 +19,18 @@ from runtime.events.errors import (
     CursorFromFuture,
     InvalidCursor,
 )
+from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
 
 if TYPE_CHECKING:
+    from types import FrameType
     from uuid import UUID
 
     from runtime.events.channel import RunChannel, Subscription
     from sim.checker import Checker
     from sim.world import Boot
+
+WRITER_APPENDS = ("_process", "_process_group")
+"""The StepWriter methods that hand a taken group to the ledger."""
 
 MAX_SUBSCRIBERS = 1024
 """The checker's copy of a channel's subscriber bound."""
@@ -56,6 +61,17 @@ INVARIANTS = (
      "the channel is closed, so no reader waits on a Run whose truth is final",
      "seed 000 'Events, settlement, and waits' (terminal paths publish the terminal event, "
      "flush, then close the channel); 'Cancellation, mutation, and recovery'"),
+    ("group_takes_queued", "a Step writer on a ledger that writes several Steps at once "
+     "hands it every Step already queued behind the first that may share its append (same "
+     "writer generation, no repair), up to the group limit: no Step it could carry waits "
+     "for a later transaction",
+     "issue 17, M14 (group commit: the one append in flight carries every Step already "
+     "queued in its generation, up to GROUP_COMMIT_LIMIT, in publish order)"),
+    ("close_ends_when_drained", "a close waiting for its readers after the terminal event "
+     "ends once the last one took it or left: no closing channel stands with no reader "
+     "left, waiting out its grace for nobody",
+     "seed 000 'Events, settlement, and waits' (close waits until every subscriber has "
+     "taken the terminal event or left, or until the grace expires)"),
 )
 
 
@@ -157,18 +173,57 @@ class EventChecks:
                                 run=str(run_id), boot=boot.number)
 
     def after_write(self) -> None:
-        """tee_to_live_writer, over every open channel of the boots alive now;
+        """tee_to_live_writer and close_ends_when_drained, over every open channel
+        of the boots alive now;
         dropped_channel_unread, over the followed channels their bus has dropped."""
         if self.followed:
             self._dropped_channels()
         for boot in self.checker.world.alive_boots():
             for run_id, channel in boot.vessel.worker.bus._channels.items():
+                self._closing(boot, run_id, channel)
                 sink = channel._sink
                 if channel._closed or sink is None or not getattr(sink, "_closing", False):
                     continue
                 self.fail("tee_to_live_writer", f"the open channel of Run {run_id} in boot "
                           f"{boot.number} still tees to the Step writer of a hop that left",
                           run=str(run_id), boot=boot.number)
+
+    def on_step_append(self, caller: FrameType | None) -> None:
+        """A batching ledger's Step append, called from `caller` (the writer's frame,
+        before any await: its queue holds exactly what it left after taking the group)."""
+        for _ in range(4):  # through the fault proxies' wrappers
+            if caller is None or caller.f_code.co_name in WRITER_APPENDS:
+                break
+            if caller.f_code.co_name == "_repair_once":
+                return  # a repair's read-then-append: always alone
+            caller = caller.f_back
+        if caller is None or caller.f_code.co_name not in WRITER_APPENDS:
+            return
+        writer = caller.f_locals.get("self")
+        if not isinstance(writer, StepWriter) or writer._batch is None:
+            return
+        group = caller.f_locals.get("group") or [caller.f_locals.get("item")]
+        first = group[0]
+        if first is None or first.repair is not None or len(group) >= GROUP_COMMIT_LIMIT:
+            return
+        head = writer._queue[0] if writer._queue else None
+        if head is None or head.generation is not first.generation or head.repair is not None:
+            return
+        self.fail("group_takes_queued", f"the Step writer of Run {writer.run_id} appends "
+                  f"{len(group)} Step(s) ({first.kind} first) and leaves {len(writer._queue)} "
+                  f"of the same generation queued behind them", run=str(writer.run_id))
+
+    def _closing(self, boot: Boot, run_id: UUID, channel: RunChannel) -> None:
+        """Only `close` waits on a channel's change signal, and only while readers are
+        attached after the terminal event; every reader that leaves signals it, so a
+        waiter left on it with no reader attached has missed the last one leaving."""
+        if (channel._terminal is None or channel._closed or channel._subscribers
+                or channel._changed._event is None):
+            return
+        self.fail("close_ends_when_drained", f"the close of Run {run_id}'s channel in boot "
+                  f"{boot.number} still waits with no reader left (terminal at cursor "
+                  f"{channel._terminal.cursor}): it waits out its grace for nobody",
+                  run=str(run_id), boot=boot.number)
 
     def _dropped_channels(self) -> None:
         keep = []

@@ -815,6 +815,20 @@ async def _close_without_grace(self: RunChannel, grace: float = 0.0) -> None:
     await RULE_BREAKS.unbroken(_close_without_grace)(self, 0.0)
 
 
+def _remove_unsignalled(self: RunChannel, key: int) -> None:
+    """A reader leaves without signalling the channel, so a close waiting for its
+    readers waits out its grace after the last one left (the mutation tool's survivor
+    `channel.py:222`, `is not None` made `is None`)."""
+    self._subscribers.pop(key, None)
+
+
+def _take_one(self: StepWriter) -> list[Any]:
+    """A group take that never goes past its first Step: one append per Step on a ledger
+    that could write them together (the mutation tool's survivor `writer.py:303`,
+    `len(group) < GROUP_COMMIT_LIMIT` made `>`)."""
+    return [self._queue.popleft()]
+
+
 def _failed_needs_provider_job(attempt: ServiceJobAttempt, outcome: ServiceOutcome,
                                evidence: Evidence) -> bool:
     """Settlement that takes FAILED only from a provider's own report: a proved rejection
@@ -892,6 +906,8 @@ RULE_BREAKS = BreakTable({
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "close_without_grace": (RunChannel, "close", _close_without_grace),
     "close_is_a_no_op": (RunChannel, "close", _close_is_a_no_op),
+    "reader_leaves_unsignalled": (RunChannel, "_remove", _remove_unsignalled),
+    "group_of_one": (StepWriter, "_take_group", _take_one),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

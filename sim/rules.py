@@ -478,6 +478,16 @@ RULES: tuple[Rule, ...] = (
          "a channel that closes leaves no reader attached: each took the terminal event, "
          "left, or was cut off; the owner drops it only after that",
          ("dropped_channel_unread",), ("events",), (_b("close_is_a_no_op", "events", 1),)),
+    Rule("events.close_ends_when_drained", S000, "Events, settlement, and waits",
+         "a close after the terminal event waits only while readers remain: once the last "
+         "one took the terminal event or left, the channel closes, not at the grace's end",
+         ("close_ends_when_drained",), ("events",),
+         (_b("reader_leaves_unsignalled", "events", 1),)),
+    Rule("events.group_commit_takes_queued", S000, "Events, settlement, and waits",
+         "on a ledger that writes several Steps at once, the writer's one append in flight "
+         "carries every Step already queued in its generation (no repair), up to the group "
+         "limit (issue 17, M14)",
+         ("group_takes_queued",), ("events",), (_b("group_of_one", "events", 1),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

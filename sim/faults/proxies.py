@@ -9,6 +9,7 @@ so a call that was parked when its boot died still has no effect.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from datetime import datetime
@@ -332,6 +333,9 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         inner = getattr(self.inner, name)
         if name == "mark_published":
             ack_checks.on_mark_published(*args[:2])
+        if name in STEP_WRITES and self.world.group_commit:
+            # The caller's frame, before any await: the writer's queue as it took its group.
+            self.world.checker.on_step_append(sys._getframe(1))
         try:
             result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
         except BaseException:

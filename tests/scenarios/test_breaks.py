@@ -367,3 +367,21 @@ def test_a_close_that_leaves_its_readers_attached_is_caught() -> None:
                                         "dropped_channel_unread")
     assert "still attached" in message
     assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_close_that_misses_its_last_reader_leaving_is_caught() -> None:
+    """A close waiting for readers ends when the last one leaves (sim.event_checks,
+    close_ends_when_drained): the break's readers leave without signalling it."""
+    seed, _, message = _first_violation("events", "reader_leaves_unsignalled", range(1, 20),
+                                        "close_ends_when_drained")
+    assert "no reader left" in message
+    assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_group_commit_that_takes_one_step_is_caught() -> None:
+    """A batching writer's append carries every Step queued in its generation
+    (sim.event_checks, group_takes_queued): the break's group take stops at one."""
+    seed, _, message = _first_violation("events", "group_of_one", range(1, 20),
+                                        "group_takes_queued")
+    assert "of the same generation queued" in message
+    assert run_simulation(seed, "events", "swarm").ok
