@@ -278,6 +278,15 @@ async def _effect_while_cancelling(self: HopContext, name: str, payload: dict[st
                                          payload)
 
 
+async def _gate_effect_skipped(self: HopContext, name: str, payload: dict[str, Any]) -> bool:
+    """A consent gate that answers its approved round's effect as applied without
+    applying it (as a gate reading the verdict backwards would, on the approved
+    side): caught by gate_effects_follow_verdicts in consent."""
+    if self.run.pattern == "consent_gate":
+        return True
+    return await BREAKS.unbroken(_gate_effect_skipped)(self, name, payload)
+
+
 async def _counted_from_claim(self: Worker, run_id: UUID, seq: int) -> HopOutcome:
     """The drain count as it was: a hop counts only once its claim committed, so a
     mutation proceeds while a slow claim is still in flight (caught by
@@ -575,6 +584,7 @@ BREAKS = BreakTable({
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a
     # database restart outlasts it and the hop fails its Run (issue M11).
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
+    "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "claim_reports_won": (Worker, "perform_run", _reports_won),

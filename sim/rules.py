@@ -207,6 +207,11 @@ RULES: tuple[Rule, ...] = (
          "several approvals in one round create no consent and settle DONE with an honest "
          "bottleneck; the verdicts a gate reports are its consents' durable decisions",
          ("gate_outcome",), ("consent",), (_b("chain_limit_four_rounds", "consent", 1),)),
+    Rule("consent.gate_acts_on_verdict", S003, "Return makes a new claim",
+         "a resumed gate acts on the durable verdict: a DONE consent gate applied its round's "
+         "effect in exactly the rounds whose verdict is APPROVED",
+         ("gate_effects_follow_verdicts",), ("consent",),
+         (_b("gate_effect_skipped", "consent", 1),)),
     Rule("hardware.budget_outcome", S003, "Three boundaries",
          "a hardware request past the budget fails before another convergence call, naming "
          "the spent counters; a Run whose needs fit it ends DONE with every need used once, "

@@ -15,6 +15,9 @@ it, so it says whether the wait was honest:
   consent asked; otherwise one consent per round, at most 3 rounds (then the
   chain-limit bottleneck), and its verdicts are its consents' decided
   statuses, in order.
+- `gate_effects_follow_verdicts`: such a DONE gate applied its round's
+  effect exactly in the rounds whose verdict is APPROVED (the resumed hop acts
+  on the durable verdict; a flipped verdict test survived mutation, M9).
 - `hardware_outcome`: a `hardware` Run is DONE with every need used, one
   convergence charge each, only when its needs fit the resume budget (8 calls,
   3 in a row for one capability); it fails "budget exhausted" exactly at the
@@ -54,6 +57,10 @@ INVARIANTS = (
      "consents' decided statuses in order", "seed 003 'Return makes a new claim' (rounds "
      "chain, bounded to three; several approvals settle DONE with an honest bottleneck; the "
      "resumed hop reads the durable verdict)"),
+    ("gate_effects_follow_verdicts", "a consent_gate Run DONE with its verdicts has applied "
+     "its round-n effect (approved-n) exactly for the rounds whose verdict is APPROVED, and no "
+     "other", "seed 003 'Return makes a new claim' (the resumed hop reads stored truth: it "
+     "acts on the durable verdict, whichever won)"),
     ("hardware_outcome", "a hardware Run is DONE with every need used once only when its needs "
      "fit the resume budget (8 calls, 3 in a row); it fails 'budget exhausted' exactly at the "
      "first need that overruns it, and never as stasis lost, an invalid checkpoint or for "
@@ -153,6 +160,21 @@ class StasisChecks:
             self.checker.fail("gate_outcome", f"consent_gate Run {run.id} ({content}) is DONE "
                               f"with {run.result} after consents {statuses}; expected "
                               f"{expected} after {asked} decided consents", run=str(run.id))
+        elif "verdicts" in expected:
+            self._gate_effects(run, statuses)
+
+    def _gate_effects(self, run: Run, statuses: list[str]) -> None:
+        """gate_effects_follow_verdicts: round n (1-based) applies `approved-n` only when its
+        verdict is APPROVED; the sink's applied calls are the effects that happened."""
+        prefix = f"{run.id}:"
+        applied = sorted(c.identity[len(prefix):] for c in self.checker.world.effects.calls
+                         if c.applied and c.identity.startswith(prefix))
+        wanted = sorted(f"approved-{n}" for n, status in enumerate(statuses, 1)
+                        if status == ConsentStatus.APPROVED.value)
+        if applied != wanted:
+            self.checker.fail("gate_effects_follow_verdicts", f"consent_gate Run {run.id} is "
+                              f"DONE with verdicts {statuses} but applied {applied}; expected "
+                              f"{wanted}", run=str(run.id))
 
     def _hardware_done(self, run: Run) -> None:
         needs = list(run.intent.content.get("needs", ["gpu"]))

@@ -385,3 +385,13 @@ def test_a_group_commit_that_takes_one_step_is_caught() -> None:
                                         "group_takes_queued")
     assert "of the same generation queued" in message
     assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_gate_whose_approved_effect_never_lands_is_caught() -> None:
+    """A consent gate must act on the durable verdict: a DONE gate whose APPROVED
+    round applied nothing (as when its verdict test is read backwards) is caught,
+    and the same seed holds unbroken."""
+    seed, invariant, message = _first_violation("consent", "gate_effect_skipped", range(1, 6))
+    assert invariant == "gate_effects_follow_verdicts"
+    assert "APPROVED" in message and "applied []" in message
+    assert run_simulation(seed, "consent", "swarm").ok
