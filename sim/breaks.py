@@ -564,6 +564,31 @@ async def _dequeued_unacknowledged(self: DeliveryRecovery, run: Run, delivery: R
     return await BREAKS.unbroken(_dequeued_unacknowledged)(self, run, delivery, job)
 
 
+async def _finished_job_fencing(self: DeliveryRecovery, run: Run) -> DeliveryVerdict:
+    """DeliveryRecovery.recover with its ABORTING test written as a string comparison
+    (`> "aborting"`): a QUEUED Run's completed or failed job reads as still fencing, and
+    the Run waits behind it for ever."""
+    deps = self.engine.deps
+    delivery = await deps.ledger.get_delivery(run.id, run.seq)
+    if delivery is None or delivery.state not in (
+        DeliveryState.HELD, DeliveryState.PENDING, DeliveryState.PUBLISHED
+    ) or delivery.state is DeliveryState.HELD:
+        return await BREAKS.unbroken(_finished_job_fencing)(self, run)
+    job = await deps.broker.probe(delivery.key)
+    if job is None or (job.status is JobStatus.ACTIVE
+                       and not deliveries.trustworthy_start(job.started_at)):
+        return await BREAKS.unbroken(_finished_job_fencing)(self, run)
+    if job.boot_id is not None and job.status in (JobStatus.ACTIVE, JobStatus.ABORTING):
+        return await self._dequeued(run, delivery, job)
+    if job.status.live and not self._pre_boot_active(job.status, job.started_at):
+        if delivery.state is DeliveryState.PENDING:
+            await deps.ledger.mark_published(run.id, run.seq, deps.clock.now())
+        return DeliveryVerdict.RETAINED
+    if job.status in (JobStatus.ABORTING, JobStatus.COMPLETE, JobStatus.FAILED):
+        return DeliveryVerdict.FENCING
+    return await BREAKS.unbroken(_finished_job_fencing)(self, run)
+
+
 BREAKS = BreakTable({
     "claim_fence": (MemoryLedger, "claim_delivery", _unfenced_claim),
     "no_containment": (Canceller, "contain", _no_containment),
@@ -628,6 +653,7 @@ BREAKS = BreakTable({
     "relay_first_page_only": (PageScheduler, "step", _forward_never_moves),
     "relay_cursor_rounded_down": (PageScheduler, "_read_page", _cursor_rounded_down),
     "dequeued_ack_skipped": (DeliveryRecovery, "_dequeued", _dequeued_unacknowledged),
+    "finished_job_fenced": (DeliveryRecovery, "recover", _finished_job_fencing),
 })
 BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker

@@ -27,7 +27,7 @@ from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobInfo, JobStatus
 from runtime.service.models import ServiceState
-from sim import ack_checks, delivery_checks
+from sim import ack_checks, delivery_checks, rotation_checks
 from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
 from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
@@ -273,7 +273,7 @@ INVARIANTS.update(
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
                                *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS,
-                               *ack_checks.INVARIANTS)
+                               *ack_checks.INVARIANTS, *rotation_checks.INVARIANTS)
 )
 
 
@@ -1007,6 +1007,7 @@ class Checker:
             self.admission_checks.final()
             self.stasis_checks.final()
             if check_liveness:
+                rotation_checks.final(self)  # before liveness: it names why the Run waits
                 self._check_liveness()
                 self._check_evidence()
                 self._check_cleanup()

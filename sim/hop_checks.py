@@ -9,7 +9,9 @@ outcome is compared with them:
 - `hop_ends_with_an_outcome`: a hop returns a HopOutcome, never raises,
   unless its process died (ProcessCrashed) or it was cancelled (an abort, a
   shutdown); storage errors outlasting the retry are raised by design only
-  past RETRY_BUDGET_S, which no injected blip reaches.
+  past RETRY_BUDGET_S, which no injected blip reaches: only a stuck claim
+  (FaultKind.CLAIM_STUCK, every claim of that delivery failing) outlasts it,
+  and a hop that raised the storage error of its own stuck claim did so by design.
 - `hop_outcome_truthful`: SKIPPED exactly when the call committed no claim;
   SETTLED only after its settlement landed; PARKED only after its park
   landed; FENCED only when neither did.
@@ -25,7 +27,7 @@ from uuid import UUID
 
 import anyio
 
-from runtime.errors import ProcessCrashed
+from runtime.errors import LedgerUnavailable, ProcessCrashed
 from runtime.events.hop import TERMINAL_KINDS
 from sim.mutation_checks import CURRENT_HOP
 
@@ -114,6 +116,9 @@ class HopChecks:
         if isinstance(exc, ProcessCrashed) or (isinstance(exc, ExceptionGroup) and all(
                 isinstance(e, ProcessCrashed) for e in exc.exceptions)):
             return
+        if isinstance(exc, LedgerUnavailable) and not call.claimed \
+                and call.key in self.checker.world.stuck_claims:
+            return  # its claim kept failing past the retry budget (FaultKind.CLAIM_STUCK)
         self.checker.fail("hop_ends_with_an_outcome", f"hop {call.key} of {call.boot_id} raised "
                           f"{type(exc).__name__}: {exc}"[:300])
 

@@ -28,7 +28,7 @@ from sim.faults.injector import Injector
 from sim.faults.options import options_for
 from sim.faults.plan import FaultPlan
 from sim.loop import plain_deadline_updates, quiet_io
-from sim.rng import Streams
+from sim.rng import Streams, stream
 from sim.scenarios import Scenario, resolve
 from sim.world import BootFailed, World
 
@@ -159,7 +159,8 @@ def run_simulation(
     options = options_for(profile, streams.faults, streams.swarm)
     if spec.tune is not None:
         options = spec.tune(options)
-    injector = Injector(options=options, rng=streams.faults, plan=plan)
+    injector = Injector(options=options, rng=streams.faults, plan=plan,
+                        side=stream(seed, "stuck_claims"))
     _deterministic_scheduler(streams.scheduler.getrandbits(64))
     outcome: dict[str, Any] = {}
     verdict, error = "ok", None

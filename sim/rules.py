@@ -355,6 +355,12 @@ RULES: tuple[Rule, ...] = (
          "published) unless they retire a dead boot's stranded job",
          ("dequeued_publish_acknowledged",), ("two_vessels",),
          (_b("dequeued_ack_skipped", "two_vessels", 5),)),
+    Rule("recovery.finished_job_rotated", S000, "Cancellation, mutation, and recovery",
+         "startup and the delivery relay rotate a QUEUED Run whose hop job finished without "
+         "claiming it (a claim that failed past the retry budget) to a fresh sequence and "
+         "publish it; a finished job is never reported as still fencing",
+         ("finished_job_rotated",), ("crowded",),
+         (_b("finished_job_fenced", "crowded", 2),)),
     Rule("startup.reconciles_every_page", S000, "Cancellation, mutation, and recovery",
          "startup reconciliation recovers every CANCELLING, orphaned and QUEUED Run, however "
          "many: it pages past the first page",

@@ -329,6 +329,8 @@ class World:
     actors: dict[str, object] = field(default_factory=dict)
     stuck_checkpoints: set[str] = field(default_factory=set)
     """Runs whose checkpoint deletion fails until heal (FaultKind.CHECKPOINT_STUCK)."""
+    stuck_claims: set[str] = field(default_factory=set)
+    """Hop keys whose every claim fails until heal (FaultKind.CLAIM_STUCK)."""
     shutting_down: bool = False
     ledger_down_until: float = 0.0
     """Virtual time until which the database is unreachable (FaultKind.LEDGER_OUTAGE)."""

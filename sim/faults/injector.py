@@ -74,8 +74,12 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.BOOT_PARTITION: "partition_per_point_hit",
     FaultKind.ZOMBIE_KILL: "zombie_kill_per_point_hit",
     FaultKind.SLOW_RECONCILE: "slow_reconcile_per_boot",
+    FaultKind.CLAIM_STUCK: "claim_stuck_per_claim",
 }
 """The option that gives each fault kind its probability per opportunity."""
+SIDE_KINDS = frozenset({FaultKind.CLAIM_STUCK})
+"""Kinds drawn from the injector's `side` stream, not the fault stream: a world whose
+draws never fire one runs exactly as it did before the kind existed."""
 
 
 @dataclass
@@ -83,6 +87,8 @@ class Injector:
     options: FaultOptions
     rng: random.Random
     plan: FaultPlan | None = None
+    side: random.Random | None = None
+    """The stream of SIDE_KINDS (the fault stream itself when None)."""
     healed: bool = False
     crashes: int = 0
     startup_faults: int = 0
@@ -156,7 +162,8 @@ class Injector:
     def _roll(self, point: str, nth: int, kinds: tuple[FaultKind, ...]) -> PlannedFault | None:
         for kind in kinds:
             p = self.probability(kind, point)
-            if p > 0 and self.rng.random() < p:
+            source = self.side if kind in SIDE_KINDS and self.side is not None else self.rng
+            if p > 0 and source.random() < p:
                 if kind in CRASH_KINDS and self.crashes >= self.options.max_crashes:
                     continue
                 if kind in STARTUP_KINDS and \

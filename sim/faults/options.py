@@ -171,6 +171,12 @@ class FaultOptions(BaseModel):
     max_stalls: int = Field(
         default=2, ge=0, description="stalls and partitions per simulation at most"
     )
+    claim_stuck_per_claim: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a claim's delivery is stuck: each claim of it fails before "
+        "commit until heal, so its hop gives up and its job fails behind a QUEUED Run "
+        "(swarm does not draw it; tuned scenarios set it, drawn from its own stream)",
+    )
     slow_reconcile_per_boot: float = Field(
         default=0.0, ge=0, le=1,
         description="chance a boot's startup reconciliation is slow: it stays live and "
@@ -221,6 +227,7 @@ class FaultOptions(BaseModel):
             (FaultKind.BOOT_PARTITION, self.partition_per_point_hit),
             (FaultKind.ZOMBIE_KILL, self.zombie_kill_per_point_hit),
             (FaultKind.SLOW_RECONCILE, self.slow_reconcile_per_boot),
+            (FaultKind.CLAIM_STUCK, self.claim_stuck_per_claim),
         ]
         return [kind for kind, p in pairs if p > 0]
 

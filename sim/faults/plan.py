@@ -69,6 +69,11 @@ class FaultKind(enum.StrEnum):
     """A zombie that resumed after its successor started is killed at a catalogued point
     (its supervisor finally ends the old process): whatever it began since it resumed is
     left to the relays of the boots still serving, no startup follows for it."""
+    CLAIM_STUCK = "claim_stuck"
+    """Every claim of this one delivery (its Run and sequence) fails before commit (a row
+    lock held elsewhere, a statement timeout) until heal: the hop's retries give up, its
+    job fails while the Run still waits QUEUED at that sequence, and recovery must rotate
+    it to a fresh one (seed 000, "Cancellation, mutation, and recovery": the relay)."""
     SLOW_RECONCILE = "slow_reconcile"
     """This boot's startup reconciliation takes `amount` s longer (a backlog, a slow link
     of its own): it stays live and reachable, but the lease it registered before

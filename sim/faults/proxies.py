@@ -173,20 +173,22 @@ class SimLedger(_Guarded):
         self.inner = ledger
 
     async def _tx(
-        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None
+        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None,
+        claimed: str | None = None,
     ) -> T:
         attempt = retry_checks.attempt_began()  # the retry invariants time every attempt
         if name == "claim_delivery":
             self.world.checker.mutation_checks.claim_began()
         try:
-            return await self._attempt(name, write, op, run_id)
+            return await self._attempt(name, write, op, run_id, claimed)
         except LedgerUnavailable:
             if attempt is not None:
                 attempt.failed = trio.current_time()
             raise
 
     async def _attempt(
-        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None
+        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None,
+        claimed: str | None = None,
     ) -> T:
         if self.boot.frozen:  # self._hold(), inline (every ledger call passes here)
             await self.boot.thaw()
@@ -198,12 +200,16 @@ class SimLedger(_Guarded):
         kinds = self._kinds(write)
         if name == "delete_checkpoint":
             kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
+        if claimed is not None and STALE_HOP.get() is None:  # a stale redelivery is skipped
+            kinds = (*kinds, FaultKind.CLAIM_STUCK)
         fault, amount = self._fire(f"ledger.{name}", kinds)
         if fault is FaultKind.LEDGER_OUTAGE:
             self.world.ledger_down_until = trio.current_time() + amount
             self._refuse_during_outage(name)
         if name == "delete_checkpoint" and run_id is not None:
             self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
+        if claimed is not None and STALE_HOP.get() is None:
+            self._refuse_stuck_claim(claimed, fault is FaultKind.CLAIM_STUCK)
         if fault is FaultKind.LEDGER_LATENCY:
             await anyio.sleep(amount)
         if fault is FaultKind.LEDGER_TRANSIENT:
@@ -276,6 +282,15 @@ class SimLedger(_Guarded):
         if run_id in stuck and not self.world.injector.healed:
             raise CheckpointStuck(f"injected: the checkpoint of Run {run_id} cannot be deleted")
 
+    def _refuse_stuck_claim(self, key: str, fired: bool) -> None:
+        """A stuck delivery refuses every claim of it (nothing applied) until heal."""
+        stuck = self.world.stuck_claims
+        if fired:
+            stuck.add(key)
+            self.world.trace.emit("ledger", "claim.stuck", key=key)
+        if key in stuck and not self.world.injector.healed:
+            raise LedgerUnavailable(f"injected: the claim of delivery {key} keeps failing")
+
     def _kinds(self, write: bool) -> tuple[FaultKind, ...]:
         """A blip is one outage: the next may begin only RETRY_BUDGET_S after the
         last ended, so back-to-back outages never add up to a long one."""
@@ -337,7 +352,9 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             # The caller's frame, before any await: the writer's queue as it took its group.
             self.world.checker.on_step_append(sys._getframe(1))
         try:
-            result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args))
+            claimed = hop_key(args[0], args[1]) if name == "claim_delivery" else None
+            result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args),
+                                    claimed)
         except BaseException:
             ack_checks.on_call_failed()
             raise

@@ -20,7 +20,9 @@
   a burst of consent Runs parks while the approver is away, then a burst of
   echo Runs waits QUEUED behind a closed pre-claim gate while relay passes go
   by, and the Vessel restarts (gracefully or by a crash) with them all still
-  waiting, so startup reconciliation and the relays page past the first page.
+  waiting, so startup reconciliation and the relays page past the first page;
+  a few claims stay stuck past the retry budget, so their jobs fail behind
+  QUEUED Runs that recovery must rotate.
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ def _doubtful(options: FaultOptions) -> FaultOptions:
         "start_unrecorded_per_probe": max(options.start_unrecorded_per_probe, 0.5),
         "delivery_drift_per_read": max(options.delivery_drift_per_read, 0.1),
         "max_startup_faults": max(options.max_startup_faults, 3),
+    })
+
+
+def _stuck_claims(options: FaultOptions) -> FaultOptions:
+    """A few claims stuck past the retry budget: their jobs fail behind QUEUED Runs,
+    which the relay (or the next startup) must rotate and publish again."""
+    return options.model_copy(update={
+        "claim_stuck_per_claim": max(options.claim_stuck_per_claim, 0.02),
     })
 
 
@@ -228,7 +238,7 @@ RESTART_STORM = register(
 DEGRADED_STARTUP = register(
     Scenario("degraded_startup", _describe("degraded_startup"), _degraded, heal, _doubtful)
 )
-CROWDED = register(Scenario("crowded", _describe("crowded"), _crowded, heal))
+CROWDED = register(Scenario("crowded", _describe("crowded"), _crowded, heal, _stuck_claims))
 MISFILED_STASIS = register(
     Scenario("misfiled_stasis", _describe("misfiled_stasis"), _misfiled, heal, _crashy)
 )
