@@ -24,7 +24,7 @@ from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
 from runtime.faults import CATALOGUE, CLAIM_COMMITTED, RECONCILE_STARTED
-from runtime.keys import hop_key
+from runtime.keys import hop_key, parse_hop_key
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
 from runtime.seams import HopHandler, JobInfo, JobStatus
@@ -200,7 +200,7 @@ class SimLedger(_Guarded):
         kinds = self._kinds(write)
         if name == "delete_checkpoint":
             kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
-        if claimed is not None and STALE_HOP.get() is None:  # a stale redelivery is skipped
+        if self._may_stick(claimed):
             kinds = (*kinds, FaultKind.CLAIM_STUCK)
         fault, amount = self._fire(f"ledger.{name}", kinds)
         if fault is FaultKind.LEDGER_OUTAGE:
@@ -208,7 +208,7 @@ class SimLedger(_Guarded):
             self._refuse_during_outage(name)
         if name == "delete_checkpoint" and run_id is not None:
             self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
-        if claimed is not None and STALE_HOP.get() is None:
+        if claimed is not None and self._may_stick(claimed):
             self._refuse_stuck_claim(claimed, fault is FaultKind.CLAIM_STUCK)
         if fault is FaultKind.LEDGER_LATENCY:
             await anyio.sleep(amount)
@@ -281,6 +281,12 @@ class SimLedger(_Guarded):
             stuck.add(run_id)
         if run_id in stuck and not self.world.injector.healed:
             raise CheckpointStuck(f"injected: the checkpoint of Run {run_id} cannot be deleted")
+
+    def _may_stick(self, key: str | None) -> bool:
+        """A claim of `key` may be stuck (FaultKind.CLAIM_STUCK) only while its Run waits
+        QUEUED at that sequence, and never under a stale redelivery: a claim that already
+        committed (an ambiguous commit, a duplicate) answers as it always did."""
+        return key is not None and STALE_HOP.get() is None and self._queued_at(*parse_hop_key(key))
 
     def _refuse_stuck_claim(self, key: str, fired: bool) -> None:
         """A stuck delivery refuses every claim of it (nothing applied) until heal."""
