@@ -242,10 +242,6 @@ class RunChannel:
         self._subscribers.clear()
         self._changed.notify()
 
-    async def wait_closed(self) -> None:
-        while not self._closed:
-            await self._changed.wait()
-
 
 class Subscription:
     """One reader of a RunChannel: an async iterator of detached events.
