@@ -72,6 +72,11 @@ INVARIANTS = (
      "left, waiting out its grace for nobody",
      "seed 000 'Events, settlement, and waits' (close waits until every subscriber has "
      "taken the terminal event or left, or until the grace expires)"),
+    ("barrier_ends_linger", "a Step writer holding queued Steps for a later group "
+     "(lingering) stops holding them once a barrier waits on it: it never waits for more "
+     "work while a barrier waits and Steps are queued",
+     "issue 17, M14 (a hop's writer lingers only while nobody waits on its Steps; a "
+     "barrier, a repair, a full group or queue and closing end the linger at once)"),
 )
 
 
@@ -173,8 +178,8 @@ class EventChecks:
                                 run=str(run_id), boot=boot.number)
 
     def after_write(self) -> None:
-        """tee_to_live_writer and close_ends_when_drained, over every open channel
-        of the boots alive now;
+        """tee_to_live_writer, close_ends_when_drained and barrier_ends_linger, over
+        every open channel of the boots alive now (and the writer it tees to);
         dropped_channel_unread, over the followed channels their bus has dropped."""
         if self.followed:
             self._dropped_channels()
@@ -182,6 +187,8 @@ class EventChecks:
             for run_id, channel in boot.vessel.worker.bus._channels.items():
                 self._closing(boot, run_id, channel)
                 sink = channel._sink
+                if isinstance(sink, StepWriter):
+                    self._lingering(boot, run_id, sink)
                 if channel._closed or sink is None or not getattr(sink, "_closing", False):
                     continue
                 self.fail("tee_to_live_writer", f"the open channel of Run {run_id} in boot "
@@ -223,6 +230,18 @@ class EventChecks:
         self.fail("close_ends_when_drained", f"the close of Run {run_id}'s channel in boot "
                   f"{boot.number} still waits with no reader left (terminal at cursor "
                   f"{channel._terminal.cursor}): it waits out its grace for nobody",
+                  run=str(run_id), boot=boot.number)
+
+    def _lingering(self, boot: Boot, run_id: UUID, writer: StepWriter) -> None:
+        """The writer task waits on its work signal only for an empty queue or inside
+        a linger, and a barrier signals it when Steps are queued; so that wait with a
+        barrier waiting and Steps queued means the linger ignored the barrier."""
+        if (writer._linger_s <= 0 or writer._waiters == 0 or not writer._queue
+                or writer._busy or writer._stopped or writer._work._event is None):
+            return
+        self.fail("barrier_ends_linger", f"the Step writer of Run {run_id} in boot "
+                  f"{boot.number} holds {len(writer._queue)} queued Step(s) for a later "
+                  f"group while {writer._waiters} barrier(s) wait on it",
                   run=str(run_id), boot=boot.number)
 
     def _dropped_channels(self) -> None:

@@ -40,7 +40,7 @@ from runtime.errors import (
 from runtime.events.channel import RunChannel, Subscription
 from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.model import Event
-from runtime.events.writer import StepWriter
+from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
 from runtime.graph.budget import HardwareBudgetExhausted, HardwareResumeBudget
 from runtime.graph.snapshots import NodeSnapshot
 from runtime.graph.transitions import NeedHardware
@@ -822,6 +822,14 @@ def _remove_unsignalled(self: RunChannel, key: int) -> None:
     self._subscribers.pop(key, None)
 
 
+def _hurried_unless_barrier(self: StepWriter) -> bool:
+    """A linger that a lone barrier does not end: the writer holds its group until the
+    linger times out (the mutation tool's survivor `writer.py:271`, `> 0` made `> 1`)."""
+    queued = len(self._queue)
+    return (self._closing or self._waiters > 1 or self._repair is not None
+            or queued >= GROUP_COMMIT_LIMIT or queued >= self._capacity)
+
+
 def _take_one(self: StepWriter) -> list[Any]:
     """A group take that never goes past its first Step: one append per Step on a ledger
     that could write them together (the mutation tool's survivor `writer.py:303`,
@@ -908,6 +916,7 @@ RULE_BREAKS = BreakTable({
     "close_is_a_no_op": (RunChannel, "close", _close_is_a_no_op),
     "reader_leaves_unsignalled": (RunChannel, "_remove", _remove_unsignalled),
     "group_of_one": (StepWriter, "_take_group", _take_one),
+    "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

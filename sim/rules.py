@@ -499,6 +499,11 @@ RULES: tuple[Rule, ...] = (
          "carries every Step already queued in its generation (no repair), up to the group "
          "limit (issue 17, M14)",
          ("group_takes_queued",), ("events",), (_b("group_of_one", "events", 1),)),
+    Rule("events.barrier_ends_linger", S000, "Events, settlement, and waits",
+         "a flush is not held back by group commit: a writer lingering over queued Steps "
+         "hands them to the ledger once a barrier waits (issue 17, M14)",
+         ("barrier_ends_linger",), ("consent_batched",),
+         (_b("barrier_left_lingering", "consent_batched", 1),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

@@ -3,6 +3,9 @@
 - `consent`: Runs of `consent_gate` (one to four approval rounds, sometimes
   several approvals at once) decided by an approver who may be slow, late,
   repeat a verdict (then contradict it) or use the wrong principal;
+- `consent_batched`: the `consent` workload on a ledger that group-commits Steps
+  (as PostgreSQL does), so Step writers batch and linger, and a parking hop's
+  flush meets a writer still holding its lifecycle Steps;
 - `delegate`: Runs of `delegate` whose agent jobs finish, fail or get lost;
 - `hardware`: Runs of `hardware` needing up to ten capabilities, so budgets
   run out, with a slow or failing orchestrator;
@@ -133,6 +136,14 @@ def _describe(name: str) -> str:
 
 
 CONSENT = _scenario("consent", ("consent_gate",))
+
+
+def _group_commit(world: World) -> None:
+    world.group_commit = True  # Step writers batch their appends and linger, as on PostgreSQL
+
+
+CONSENT_BATCHED = register(Scenario("consent_batched", _describe("consent_batched"),
+                                    CONSENT.drive, heal, setup=_group_commit))
 DELEGATE = _scenario("delegate", ("delegate",))
 
 

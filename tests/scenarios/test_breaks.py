@@ -395,3 +395,12 @@ def test_a_gate_whose_approved_effect_never_lands_is_caught() -> None:
     assert invariant == "gate_effects_follow_verdicts"
     assert "APPROVED" in message and "applied []" in message
     assert run_simulation(seed, "consent", "swarm").ok
+
+
+def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
+    """A barrier ends a Step writer's linger (sim.event_checks, barrier_ends_linger): the
+    break's linger ignores a lone barrier, so a parking hop's flush waits it out."""
+    seed, _, message = _first_violation("consent_batched", "barrier_left_lingering",
+                                        range(1, 20), "barrier_ends_linger")
+    assert "barrier(s) wait on it" in message
+    assert run_simulation(seed, "consent_batched", "swarm").ok
