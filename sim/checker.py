@@ -178,7 +178,9 @@ INVARIANTS: dict[str, Invariant] = {
                   "returns only once the Run's terminal Step exists, unless a fault struck "
                   "that very call", "seed 000 'Cancellation, mutation, and recovery'"),
         Invariant("subscriber_order", "every subscriber sees a Run's events in cursor order, "
-                  "gaps only at an explicit resync, and at most one terminal event",
+                  "gaps only at an explicit resync (whose next event follows its cursor "
+                  "at once: one after the terminal event sits just before it), and at "
+                  "most one terminal event",
                   "seed 000 'Events, settlement, and waits'"),
         Invariant("fenced_before_rotation", "a delivery is rotated only once the broker job of "
                   "its old sequence is finished or absent", "seed 000 'Cancellation, mutation, "
@@ -1147,8 +1149,11 @@ class Checker:
                     resync_next = True
                     last = e["cursor"]
                     continue
-                gap = e["cursor"] != last + 1 and last != 0
-                if e["cursor"] <= last or (gap and not resync_next):
+                # A boundary replaces everything up to its cursor (the gap is before it),
+                # so the event after it comes at exactly its cursor + 1; only the first
+                # event of a stream may start anywhere (its subscribe cursor is untraced).
+                gap = e["cursor"] != last + 1 and (last != 0 or resync_next)
+                if e["cursor"] <= last or gap:
                     self.fail("subscriber_order", f"{sub} saw cursor {e['cursor']} after {last} "
                               f"on Run {run}", boot=boot)
                 resync_next = False

@@ -61,6 +61,10 @@ INVARIANTS = (
      "the channel is closed, so no reader waits on a Run whose truth is final",
      "seed 000 'Events, settlement, and waits' (terminal paths publish the terminal event, "
      "flush, then close the channel); 'Cancellation, mutation, and recovery'"),
+    ("cut_off_honest", "a reader is reported cut off only when its channel closed before it "
+     "took the terminal event: one that took it, or whose channel is still open, is not",
+     "seed 000 'Events, settlement, and waits' (remaining readers are cut off when the "
+     "channel closes after the grace)"),
     ("group_takes_queued", "a Step writer on a ledger that writes several Steps at once "
      "hands it every Step already queued behind the first that may share its append (same "
      "writer generation, no repair), up to the group limit: no Step it could carry waits "
@@ -155,6 +159,11 @@ class EventChecks:
                       slow: bool) -> None:
         """An iteration that ended without raising (`slow`: a reader that pauses)."""
         terminal = channel._terminal
+        if sub._cut_off and (not channel._closed or (terminal is not None
+                                                     and sub._last >= terminal.cursor)):
+            why = "is open" if not channel._closed else "closed after it took the terminal event"
+            self.fail("cut_off_honest", f"{name} is reported cut off, yet its channel {why}",
+                      sub=name)
         if terminal is not None and sub._last >= terminal.cursor:
             return  # it took the terminal event, or subscribed past it
         if sub._cut_off and (terminal is None or slow):

@@ -830,6 +830,24 @@ def _hurried_unless_barrier(self: StepWriter) -> bool:
             or queued >= GROUP_COMMIT_LIMIT or queued >= self._capacity)
 
 
+def _subscription_born_cut_off(self: Subscription, channel: RunChannel, key: int,
+                               after_cursor: int) -> None:
+    """Every reader starts reported cut off (the mutation tool's survivor
+    `channel.py:263`, `self._cut_off = False` made True)."""
+    RULE_BREAKS.unbroken(_subscription_born_cut_off)(self, channel, key, after_cursor)
+    self._cut_off = True
+
+
+def _boundary_two_before_terminal(self: Subscription) -> Event:
+    """A resync taken after the terminal event lands two cursors before it, not one (the
+    mutation tool's survivor `channel.py:339`, `terminal.cursor - 1` made `- 2`)."""
+    event = RULE_BREAKS.unbroken(_boundary_two_before_terminal)(self)
+    if self._channel._terminal is None:
+        return event
+    self._last = event.cursor - 1
+    return event.model_copy(update={"cursor": event.cursor - 1})
+
+
 def _take_one(self: StepWriter) -> list[Any]:
     """A group take that never goes past its first Step: one append per Step on a ledger
     that could write them together (the mutation tool's survivor `writer.py:303`,
@@ -916,6 +934,8 @@ RULE_BREAKS = BreakTable({
     "close_is_a_no_op": (RunChannel, "close", _close_is_a_no_op),
     "reader_leaves_unsignalled": (RunChannel, "_remove", _remove_unsignalled),
     "group_of_one": (StepWriter, "_take_group", _take_one),
+    "reader_born_cut_off": (Subscription, "__init__", _subscription_born_cut_off),
+    "boundary_two_before_terminal": (Subscription, "_boundary", _boundary_two_before_terminal),
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),

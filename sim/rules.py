@@ -181,8 +181,14 @@ RULES: tuple[Rule, ...] = (
          (_b("second_terminal_step_written", "crashloop", 1),)),
     Rule("events.subscriber_order", S000, "Events, settlement, and waits",
          "each subscriber sees a Run's events in cursor order, gaps only at a resync boundary, "
-         "and one terminal event at most",
-         ("subscriber_order",), ("events",), (_b("slow_reader_loses_events", "events", 1),)),
+         "whose next event follows its cursor at once (a boundary taken after the terminal "
+         "event sits just before it), and one terminal event at most",
+         ("subscriber_order",), ("events",), (_b("slow_reader_loses_events", "events", 1),
+                                               _b("boundary_two_before_terminal", "events", 1))),
+    Rule("events.cut_off_honest", S000, "Events, settlement, and waits",
+         "a reader is reported cut off only when its channel closed before it took the "
+         "terminal event (the HTTP stream tells a cut-off client from a finished one by it)",
+         ("cut_off_honest",), ("events",), (_b("reader_born_cut_off", "events", 1),)),
     Rule("hardware.budget", S003, "Three boundaries",
          "at most 8 hardware convergence calls per Run and 3 in a row per capability; the "
          "counters live in the checkpoint and survive parks",

@@ -404,3 +404,21 @@ def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
                                         range(1, 20), "barrier_ends_linger")
     assert "barrier(s) wait on it" in message
     assert run_simulation(seed, "consent_batched", "swarm").ok
+
+
+def test_a_reader_reported_cut_off_without_a_close_is_caught() -> None:
+    """Cut off means the channel closed before the reader took the terminal event
+    (sim.event_checks, cut_off_honest): the break's readers start out cut off."""
+    seed, _, message = _first_violation("events", "reader_born_cut_off", range(1, 20),
+                                        "cut_off_honest")
+    assert "reported cut off" in message
+    assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_boundary_two_before_the_terminal_event_is_caught() -> None:
+    """A resync taken after the terminal event sits just before it (subscriber_order):
+    the break's boundary lands two cursors before it, so the stream skips one."""
+    seed, _, message = _first_violation("events", "boundary_two_before_terminal",
+                                        range(1, 20), "subscriber_order")
+    assert "saw cursor" in message
+    assert run_simulation(seed, "events", "swarm").ok
