@@ -287,6 +287,12 @@ async def _gate_effect_skipped(self: HopContext, name: str, payload: dict[str, A
     return await BREAKS.unbroken(_gate_effect_skipped)(self, name, payload)
 
 
+def _never_holds_checkpoint(delivery: RunDelivery | None, stasis: Any) -> bool:
+    """A worker that takes every Run for checkpoint-free as it settles: a resumed hop
+    leaves its checkpoint behind (caught by settled_hop_releases_checkpoint)."""
+    return False
+
+
 async def _counted_from_claim(self: Worker, run_id: UUID, seq: int) -> HopOutcome:
     """The drain count as it was: a hop counts only once its claim committed, so a
     mutation proceeds while a slow claim is still in flight (caught by
@@ -610,6 +616,7 @@ BREAKS = BreakTable({
     # database restart outlasts it and the hop fails its Run (issue M11).
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
+    "settle_keeps_checkpoint": (worker_module, "_may_hold_checkpoint", _never_holds_checkpoint),
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "claim_reports_won": (Worker, "perform_run", _reports_won),

@@ -12,6 +12,9 @@ outcome is compared with them:
   past RETRY_BUDGET_S, which no injected blip reaches: only a stuck claim
   (FaultKind.CLAIM_STUCK, every claim of that delivery failing) outlasts it,
   and a hop that raised the storage error of its own stuck claim did so by design.
+- `settled_hop_releases_checkpoint`: a hop that returns SETTLED leaves its
+  Run holding no checkpoint unless a fault struck during it (a failed deletion
+  is a debt; a resumed hop skipping it survived mutation, M9).
 - `hop_outcome_truthful`: SKIPPED exactly when the call committed no claim;
   SETTLED only after its settlement landed; PARKED only after its park
   landed; FENCED only when neither did.
@@ -61,6 +64,10 @@ INVARIANTS = (
     ("hop_heartbeat", "a live hop touches its broker job every 30 s, so the heartbeat "
      "sweep never aborts the job of a hop still running in a live process",
      "seed 000 'Admission and exact claim'"),
+    ("settled_hop_releases_checkpoint", "a hop that settles its Run leaves it holding no "
+     "checkpoint, unless a fault struck during the hop (the deletion may have failed: a "
+     "debt the relay pays)", "seed 000 'Events, settlement, and waits' (cleanup follows "
+     "terminal truth; its failure is a debt, never the normal path)"),
     ("lane_bounds", "a process runs at most 4 hops at once in its runs lane and 2 in its "
      "rites lane", "seed 000 'Admission and exact claim'"),
 )
@@ -144,6 +151,22 @@ class HopChecks:
                               f"writes={call.wrote}")
         if value == "parked":
             self._parked_evidence(call)
+        if value == "settled":
+            self._released(call)
+
+    def _released(self, call: HopCall) -> None:
+        """settled_hop_releases_checkpoint, read as the settling hop returns."""
+        _, run_id, _seq = call.key.split(":")
+        world = self.checker.world
+        if UUID(run_id) not in world.ledger.checkpoint_table:
+            return
+        if any('"fault.fired"' in line or '"boot.' in line
+               for line in world.trace.lines[call.since:]) \
+                or world.ledger_down_until > call.claimed_at:
+            return  # the deletion may have failed: the checkpoint is the relay's debt
+        self.checker.fail("settled_hop_releases_checkpoint", f"hop {call.key} of "
+                          f"{call.boot_id} settled its Run and left its checkpoint, with no "
+                          "fault to excuse it", run=run_id)
 
     def _parked_evidence(self, call: HopCall) -> None:
         _, run_id, seq = call.key.split(":")

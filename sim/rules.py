@@ -213,6 +213,11 @@ RULES: tuple[Rule, ...] = (
          "several approvals in one round create no consent and settle DONE with an honest "
          "bottleneck; the verdicts a gate reports are its consents' durable decisions",
          ("gate_outcome",), ("consent",), (_b("chain_limit_four_rounds", "consent", 1),)),
+    Rule("worker.settle_releases_checkpoint", S000, "Events, settlement, and waits",
+         "a hop that settles its Run deletes the Run's checkpoint after terminal truth; only a "
+         "failed deletion leaves it, as a debt the relay and startup pay",
+         ("settled_hop_releases_checkpoint",), ("crashloop", "consent"),
+         (_b("settle_keeps_checkpoint", "crashloop", 1),)),
     Rule("consent.gate_acts_on_verdict", S003, "Return makes a new claim",
          "a resumed gate acts on the durable verdict: a DONE consent gate applied its round's "
          "effect in exactly the rounds whose verdict is APPROVED",

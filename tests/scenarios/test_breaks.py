@@ -422,3 +422,14 @@ def test_a_boundary_two_before_the_terminal_event_is_caught() -> None:
                                         range(1, 20), "subscriber_order")
     assert "saw cursor" in message
     assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_settle_that_keeps_its_checkpoint_is_caught() -> None:
+    """A settling hop deletes its Run's checkpoint (a failed deletion is a debt): a
+    worker that skips the deletion of a resumed Run is caught, and the seed holds
+    unbroken."""
+    seed, invariant, message = _first_violation("crashloop", "settle_keeps_checkpoint",
+                                                range(1, 6))
+    assert invariant == "settled_hop_releases_checkpoint"
+    assert "left its checkpoint" in message
+    assert run_simulation(seed, "crashloop", "swarm").ok
