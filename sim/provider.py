@@ -316,12 +316,17 @@ class SimServiceStore:
         return result
 
 
-def _judged_settle(store: SimServiceStore, args: tuple[Any, ...],
-                   op: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
-    """`op` (a settle), with the attempt as its transaction found it handed to the checker:
-    the memory store decides right after its gate hook, so the attempt read there is the
-    one the decision saw (no checkpoint added: traces unchanged)."""
-    inner, checker = store.inner, store.world.checker
+Judge = Callable[[ServiceJobAttempt | None, Any, BaseException | None], None]
+"""A checker report on one write: the attempt its transaction found, the write's answer
+(None when it raised) and the error it raised (None when it answered)."""
+
+
+def _judged(store: SimServiceStore, args: tuple[Any, ...], op: Callable[[], Awaitable[Any]],
+            judge: Judge) -> Callable[[], Awaitable[Any]]:
+    """`op` (one store write), with the attempt its transaction found handed to `judge`
+    with the outcome: the memory store decides right after its gate hook, so the attempt
+    read there is the one the decision saw (no checkpoint added: traces unchanged)."""
+    inner = store.inner
 
     async def judged() -> Any:
         outer = BEFORE_APPLY.get()
@@ -337,46 +342,28 @@ def _judged_settle(store: SimServiceStore, args: tuple[Any, ...],
             result = await op()
         except ServiceError as exc:
             if seen:
-                checker.on_service_settle(seen[0], args[1], args[2], exc)
+                judge(seen[0], None, exc)
             raise
         finally:
             BEFORE_APPLY.reset(token)
         if seen:
-            checker.on_service_settle(seen[0], args[1], args[2], None)
+            judge(seen[0], result, None)
         return result
 
     return judged
 
 
-def _judged_indeterminate(store: SimServiceStore, args: tuple[Any, ...],
-                          op: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
-    """`op` (a mark_indeterminate), with the attempt its transaction found handed to the
-    checker with the answer (read in the gate hook, as for settle: no checkpoint)."""
-    inner, checker = store.inner, store.world.checker
+def _settle_judge(store: SimServiceStore, args: tuple[Any, ...]) -> Judge:
+    """A settle is judged on the outcome and evidence it asked for (args 1 and 2)."""
+    checker = store.world.checker
+    return lambda found, _result, exc: checker.on_service_settle(found, args[1], args[2], exc)
 
-    async def judged() -> Any:
-        outer = BEFORE_APPLY.get()
-        seen: list[ServiceJobAttempt | None] = []
 
-        def hook() -> None:
-            if outer is not None:
-                outer()
-            seen.append(inner.attempt_table.get(args[0]))
-
-        token = BEFORE_APPLY.set(hook)
-        try:
-            result = await op()
-        except ServiceError as exc:
-            if seen:
-                checker.on_service_indeterminate(seen[0], args[1], None, exc)
-            raise
-        finally:
-            BEFORE_APPLY.reset(token)
-        if seen:
-            checker.on_service_indeterminate(seen[0], args[1], result, None)
-        return result
-
-    return judged
+def _indeterminate_judge(store: SimServiceStore, args: tuple[Any, ...]) -> Judge:
+    """A mark_indeterminate is judged on its evidence (arg 1) and the attempt it answered."""
+    checker = store.world.checker
+    return lambda found, result, exc: checker.on_service_indeterminate(found, args[1], result,
+                                                                       exc)
 
 
 def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
@@ -384,9 +371,9 @@ def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         inner = getattr(self.inner, name)
         op: Callable[[], Awaitable[Any]] = lambda: inner(*args, **kwargs)  # noqa: E731
         if name == "settle" and len(args) == 4:
-            op = _judged_settle(self, args, op)
+            op = _judged(self, args, op, _settle_judge(self, args))
         if name == "mark_indeterminate" and len(args) == 3:
-            op = _judged_indeterminate(self, args, op)
+            op = _judged(self, args, op, _indeterminate_judge(self, args))
         return await self._tx(name, write, op)
 
     method.__name__ = name
