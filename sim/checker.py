@@ -863,6 +863,10 @@ class Checker:
                         result: Any, error: BaseException | None) -> None:
         self._guarded(lambda: self.job_checks.on_decision(name, args, found, result, error))
 
+    def on_retry_call(self, args: tuple[Any, ...], current: LeasedJob | None) -> None:
+        """A `schedule_retry` call reaches the job store seam, before any fault."""
+        self._guarded(lambda: self.job_checks.on_retry_call(args, current))
+
     def on_provider_transmission(self, key: str, digest: str) -> None:
         self._guarded(lambda: self.service_checks.on_provider_transmission(key, digest))
 

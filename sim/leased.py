@@ -192,6 +192,9 @@ class SimJobStore:
     async def _write(self, name: str, op: Callable[[], Awaitable[Any]], job_id: Any,
                      args: tuple[Any, ...] = ()) -> Any:
         who = self.proc.id if self.proc is not None else None
+        if name == "schedule_retry":
+            # The call as the worker made it, before any fault: a read, no checkpoint.
+            self.world.checker.on_retry_call(args, self.inner.job_table.get(job_id))
         if name in OBSERVED:
             op = self._observed(name, op, job_id, args)
         try:

@@ -632,6 +632,12 @@ def _backoff_from_this_attempt(self: Any, attempts_used: int) -> float:
     return float(min(self.retry_max_s, self.retry_base_s * 2 ** max(0, attempts_used)))
 
 
+def _backoff_halved(self: Any, attempts_used: int) -> float:
+    """A retry backoff counted one attempt early: every wait after the first is half the
+    policy's (the first is clamped to the base, as `max(0, n - 2)` reads it)."""
+    return float(min(self.retry_max_s, self.retry_base_s * 2 ** max(0, attempts_used - 2)))
+
+
 def _claim_half_lease(job: LeasedJob, worker_id: str, now: datetime, lease_s: float,
                       next_event: int) -> job_rules.Decision:
     """A claim that leases the job for half the term asked for."""
@@ -926,6 +932,7 @@ RULE_BREAKS = BreakTable({
     "refused_usage_relabelled": (job_rules, "interpretation_of", _interpretation_now),
     "receipt_refuses_repeats": (job_rules, "decide_receive", _receipt_refuses_repeats),
     "retry_backoff_doubled": (JobPolicy, "retry_delay", _backoff_from_this_attempt),
+    "retry_backoff_halved": (JobPolicy, "retry_delay", _backoff_halved),
     "claim_half_lease": (job_rules, "decide_claim", _claim_half_lease),
     "repeat_closing_refused": (job_rules, "check_lease", _lease_check_without_repeats),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),

@@ -562,9 +562,11 @@ RULES: tuple[Rule, ...] = (
          ("job_budgets",), ("leased_jobs",), (_b("attempt_budget_ignored", "leased_jobs", 1),)),
     Rule("jobs.retry_backoff", S004, "Bounded retries",
          "a retryable failure schedules its retry with the policy's bounded exponential "
-         "backoff: after attempt n at most min(60, 5 x 2^(n-1)) s later",
-         ("retry_backed_off",), ("leased_jobs",),
-         (_b("retry_backoff_doubled", "leased_jobs", 1),)),
+         "backoff: after attempt n exactly min(60, 5 x 2^(n-1)) s after the failure (a "
+         "ledger retry of the call may only eat into that wait, never lengthen it)",
+         ("retry_backed_off", "retry_waits_full_backoff"), ("leased_jobs",),
+         (_b("retry_backoff_doubled", "leased_jobs", 1),
+          _b("retry_backoff_halved", "leased_jobs", 1))),
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
          ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),

@@ -129,6 +129,10 @@ INVARIANTS = (
     ("retry_backed_off", "a retry after attempt n is due no later than min(60, 5 x 2^(n-1)) "
      "s after it is scheduled (the default policy's bounded exponential backoff)",
      "seed 004 'Bounded retries' (retryable failures schedule bounded work)"),
+    ("retry_waits_full_backoff", "the first schedule_retry call of attempt n asks for "
+     "the retry exactly min(60, 5 x 2^(n-1)) s after the failure it reports (its own "
+     "time); ledger retries of the call keep that retry time",
+     "seed 004 'Bounded retries' (retryable failures schedule bounded work)"),
     ("receipt_idempotent", "a receipt sent again exactly (also decoded afresh) is accepted "
      "and answers the stored job; a job id reused for other work, or a job of another "
      "workspace than its evidence, is refused (JobConflict)",
@@ -187,6 +191,8 @@ class JobChecks:
         self.interpretations: dict[UUID, tuple[Interpretation, ...]] = {}
         self.claims: Counter[tuple[UUID, int]] = Counter()
         """Claims (fence increments) seen per (job, interpretation)."""
+        self.retry_calls: set[tuple[UUID, int]] = set()
+        """(job, fence) attempts whose first schedule_retry call was seen."""
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         self.checker.fail(invariant, message, **records)
@@ -386,6 +392,28 @@ class JobChecks:
                 self.fail("retry_backed_off", f"attempt {n} of job {found.id} scheduled its "
                           f"retry {args[3] - now} ahead, beyond the {backoff} backoff",
                           **where)
+
+    def on_retry_call(self, args: tuple[Any, ...], current: LeasedJob | None) -> None:
+        """The first `schedule_retry` call of an attempt, as the worker made it.
+
+        The worker reads its clock once, at the failure, and asks for the retry at that
+        time plus the backoff; the first call carries that very time (ledger retries,
+        made later, reuse the retry time and so eat into the wait). So the first call's
+        retry time is exactly its own time plus the backoff: a lower bound as well as
+        the upper one `retry_backed_off` judges at every decision."""
+        job_id, fence, owner, retry_at, _failure, now = args
+        if (job_id, fence) in self.retry_calls:
+            return
+        self.retry_calls.add((job_id, fence))
+        if current is None or current.fence != fence or current.lease_owner != owner \
+                or current.settled_fence == fence:
+            return  # not the holder's open attempt: refused, judged by lease_honoured
+        n = current.attempts_used
+        backoff = timedelta(seconds=min(RETRY_MAX_S, RETRY_BASE_S * 2 ** max(0, n - 1)))
+        if retry_at - now != backoff:
+            self.fail("retry_waits_full_backoff", f"attempt {n} of job {job_id} failed at "
+                      f"{now} and asked for its retry {retry_at - now} later, not after the "
+                      f"{backoff} backoff", job=_job(current), fence=fence, owner=owner)
 
     def _judge_renewal(self, found: LeasedJob, now: datetime, result: Any,
                        where: dict[str, Any]) -> None:
