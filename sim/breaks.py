@@ -287,6 +287,12 @@ async def _gate_effect_skipped(self: HopContext, name: str, payload: dict[str, A
     return await BREAKS.unbroken(_gate_effect_skipped)(self, name, payload)
 
 
+async def _token_dropped(self: HopContext, text: str) -> None:
+    """A hop that never streams its token deltas, though its node still reports them
+    spoken (the graph-group mutant of `patterns/basic.py` skipping its token loop):
+    caught by chatty_tokens_spell_result in runtime_mutation."""
+
+
 def _never_holds_checkpoint(delivery: RunDelivery | None, stasis: Any) -> bool:
     """A worker that takes every Run for checkpoint-free as it settles: a resumed hop
     leaves its checkpoint behind (caught by settled_hop_releases_checkpoint)."""
@@ -617,6 +623,7 @@ BREAKS = BreakTable({
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
     "settle_keeps_checkpoint": (worker_module, "_may_hold_checkpoint", _never_holds_checkpoint),
+    "token_deltas_dropped": (HopContext, "token", _token_dropped),
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "claim_reports_won": (Worker, "perform_run", _reports_won),

@@ -27,7 +27,7 @@ from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobInfo, JobStatus
 from runtime.service.models import ServiceState
-from sim import ack_checks, delivery_checks, rotation_checks
+from sim import ack_checks, delivery_checks, rotation_checks, token_checks
 from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
 from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
@@ -275,7 +275,8 @@ INVARIANTS.update(
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
                                *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS,
-                               *ack_checks.INVARIANTS, *rotation_checks.INVARIANTS)
+                               *ack_checks.INVARIANTS, *rotation_checks.INVARIANTS,
+                               *token_checks.INVARIANTS)
 )
 
 
@@ -947,6 +948,10 @@ class Checker:
         self._guarded(lambda: self.mutation_checks.claim_committed(boot_id, key))
         if self.world.leased:
             self._guarded(lambda: self.boot_checks.on_claim(boot_id))
+
+    def on_settled(self, boot: Boot, run: object) -> None:
+        """Boot `boot`'s settle_run committed, answering `run` (chatty_tokens_spell_result)."""
+        self._guarded(lambda: token_checks.on_settled(self, boot, run))
 
     def on_renewal_asked(self, boot: Boot) -> None:
         """Boot `boot` calls renew_boot (before the call reaches the ledger)."""

@@ -524,6 +524,12 @@ RULES: tuple[Rule, ...] = (
          "non-token events are teed by the writer of the hop running the Run: a hop "
          "that parks leaves its channel open for readers with no writer attached",
          ("tee_to_live_writer",), ("consent",), (_b("writer_left_attached", "consent", 1),)),
+    Rule("events.tokens_shown_live", S000, "Events, settlement, and waits",
+         "token deltas are live-only events on the Run's channel: a hop that streams N "
+         "of them shows its readers each one, in order, before its terminal truth (a "
+         "chatty Run settled DONE with spoken = N held t0 .. t(N-1) on its channel)",
+         ("chatty_tokens_spell_result",), ("runtime_mutation", "events"),
+         (_b("token_deltas_dropped", "runtime_mutation", 1),)),
     Rule("events.debt_after_truth", S000, "Events, settlement, and waits",
          "a Run's terminal Step is owed (an evidence debt for the relay) only once its "
          "terminal truth committed: a hop that parks or is fenced owes nothing",

@@ -220,6 +220,8 @@ class SimLedger(_Guarded):
             self.world.after_transaction(name)
         if write:
             self.world.checker.mutation_checks.wrote(name, result)
+        if name == "settle_run":
+            self.world.checker.on_settled(self.boot, result)  # a read: no await, no draw
         if name == "claim_delivery" and getattr(result, "claimed", False):
             self.world.checker.on_claim(self.boot.id, getattr(result, "delivery", None))
         if fault is FaultKind.LEDGER_AMBIGUOUS:

@@ -433,3 +433,14 @@ def test_a_settle_that_keeps_its_checkpoint_is_caught() -> None:
     assert invariant == "settled_hop_releases_checkpoint"
     assert "left its checkpoint" in message
     assert run_simulation(seed, "crashloop", "swarm").ok
+
+
+def test_a_hop_that_drops_its_token_deltas_is_caught() -> None:
+    """Token deltas are live-only, so only the Run's channel can show them: a hop
+    whose tokens never reach it, though its node reports them spoken, is caught as it
+    settles, and the seed holds unbroken."""
+    seed, invariant, message = _first_violation("runtime_mutation", "token_deltas_dropped",
+                                                range(1, 6))
+    assert invariant == "chatty_tokens_spell_result"
+    assert "0 held" in message
+    assert run_simulation(seed, "runtime_mutation", "swarm").ok
