@@ -860,6 +860,11 @@ class Checker:
         self._guarded(lambda: self.service_checks.on_indeterminate(found, evidence, result,
                                                                    error))
 
+    def on_service_running(self, found: ServiceJobAttempt | None, cursor: str | None,
+                           result: ServiceJobAttempt | None,
+                           error: BaseException | None) -> None:
+        self._guarded(lambda: self.service_checks.on_running(found, cursor, result, error))
+
     def on_job_decision(self, name: str, args: tuple[Any, ...], found: LeasedJob | None,
                         result: Any, error: BaseException | None) -> None:
         self._guarded(lambda: self.job_checks.on_decision(name, args, found, result, error))

@@ -366,6 +366,12 @@ def _indeterminate_judge(store: SimServiceStore, args: tuple[Any, ...]) -> Judge
                                                                        exc)
 
 
+def _running_judge(store: SimServiceStore, args: tuple[Any, ...]) -> Judge:
+    """A mark_running is judged on the progress it reports (arg 1) and what it answered."""
+    checker = store.world.checker
+    return lambda found, result, exc: checker.on_service_running(found, args[1], result, exc)
+
+
 def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimServiceStore, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
@@ -374,6 +380,8 @@ def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             op = _judged(self, args, op, _settle_judge(self, args))
         if name == "mark_indeterminate" and len(args) == 3:
             op = _judged(self, args, op, _indeterminate_judge(self, args))
+        if name == "mark_running" and len(args) == 3:
+            op = _judged(self, args, op, _running_judge(self, args))
         return await self._tx(name, write, op)
 
     method.__name__ = name

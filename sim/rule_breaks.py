@@ -724,6 +724,15 @@ def _indeterminate_only_when_terminal(attempt: ServiceJobAttempt, evidence: Evid
     return RULE_BREAKS.unbroken(_indeterminate_only_when_terminal)(attempt, evidence, now)
 
 
+def _running_rewritten(attempt: ServiceJobAttempt, progress_cursor: str | None,
+                       now: datetime) -> ServiceJobAttempt:
+    """A running report without its repeat test: an attempt already RUNNING at the
+    reported progress is written again (a new version, as if something changed)."""
+    if attempt.state is ServiceState.RUNNING and attempt.progress_cursor == progress_cursor:
+        return attempt.model_copy(update={"version": attempt.version + 1, "updated_at": now})
+    return RULE_BREAKS.unbroken(_running_rewritten)(attempt, progress_cursor, now)
+
+
 async def _open_pass_first_page(ctx: ServiceContext, page: int = 100
                                 ) -> list[ServiceJobAttempt]:
     """A pass over the open attempts that reconciles its first page and stops there."""
@@ -915,6 +924,7 @@ RULE_BREAKS = BreakTable({
     "cancel_ignores_no_effect": (service_attempts, "_absent", _absent_never_cancels),
     "indeterminate_not_recorded": (service_rules, "decide_indeterminate",
                                    _indeterminate_only_when_terminal),
+    "running_report_rewritten": (service_rules, "decide_running", _running_rewritten),
     "fresh_prepare_refused": (service_rules, "decide_prepare", _prepare_refuses_new_keys),
     "attempt_digest_unchecked": (ServiceJobAttempt, "consistent", _consistent_without_digest),
     "digest_follows_key_order": (service_models, "request_digest", _digest_in_key_order),

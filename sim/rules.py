@@ -552,6 +552,13 @@ RULES: tuple[Rule, ...] = (
          "terminal truth is kept and a PREPARED attempt is refused",
          ("service_indeterminate_recorded",), ("service",),
          (_b("indeterminate_not_recorded", "service", 1),)),
+    Rule("service.running", S000, "Service job attempts",
+         "a provider's running report moves a sent attempt with a provider job to RUNNING at "
+         "the reported progress; a repeated report of the same progress and a report on a "
+         "terminal attempt leave it as it was (no new version); without a provider job it "
+         "is refused",
+         ("service_running_recorded",), ("service",),
+         (_b("running_report_rewritten", "service", 1),)),
     Rule("service.open_pass", S000, "Service job attempts",
          "a pass over the nonterminal attempts (startup, relays) pages through all of them: "
          "each open attempt is reconciled once, none is skipped past the first page",

@@ -122,6 +122,12 @@ INVARIANTS = (
      "terminal one keeps its truth unchanged; a PREPARED one is refused (never sent)",
      "seed 000 'Service job attempts' (a timeout, disconnect or malformed acknowledgement "
      "settles INDETERMINATE, never FAILED)"),
+    ("service_running_recorded", "a provider's running report moves a sent attempt with "
+     "a provider job (accepted, running, indeterminate) to RUNNING at the reported "
+     "progress; a repeat of the same progress and a report on a terminal attempt leave the "
+     "attempt as it was, unwritten; an attempt without a provider job is refused",
+     "seed 000 'Service job attempts' (reconciliation records what the provider reports; "
+     "terminal truth is kept)"),
     ("service_open_pass_complete", "a pass over the open attempts (reconcile_open) returns "
      "each attempt at most once and every attempt open from its start to its end, across "
      "all its pages", "seed 000 'Service job attempts' (startup and relays reconcile every "
@@ -692,6 +698,34 @@ class ServiceChecks:
             self.fail("service_indeterminate_recorded", f"marking attempt {found.id} "
                       f"({found.state.value}) indeterminate on {evidence.kind.value} answered "
                       f"{answer}", attempt=_attempt(found))
+
+    def on_running(self, found: ServiceJobAttempt | None, cursor: str | None,
+                   result: ServiceJobAttempt | None, error: BaseException | None) -> None:
+        """Re-judge one mark_running from the attempt its transaction found: a report
+        that changes nothing (a terminal attempt, or one already RUNNING at that progress)
+        answers the attempt as it was, unwritten; a sent attempt with a provider job
+        becomes RUNNING at the reported progress; any other is refused."""
+        if found is None:
+            return
+        S = ServiceState
+        if found.state.terminal or (found.state is S.RUNNING
+                                    and found.progress_cursor == cursor):
+            ok, want = error is None and result == found, "unchanged"
+        elif found.state in (S.ACCEPTED, S.RUNNING, S.INDETERMINATE) \
+                and found.provider_job_id:
+            ok = (error is None and result is not None and result.state is S.RUNNING
+                  and result.progress_cursor == cursor)
+            want = f"running at {cursor}"
+        else:
+            ok, want = error is not None, "refused"
+        if not ok:
+            answer = type(error).__name__ if error else (
+                f"{result.state.value} v{result.version} at {result.progress_cursor}"
+                if result else None)
+            self.fail("service_running_recorded", f"a running report at {cursor} on attempt "
+                      f"{found.id} ({found.state.value} v{found.version} at "
+                      f"{found.progress_cursor}) answered {answer}, not {want}",
+                      attempt=_attempt(found))
 
     def on_open_pass(self, process: str, open_before: Collection[UUID],
                      visited: Sequence[UUID]) -> None:
