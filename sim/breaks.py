@@ -287,6 +287,16 @@ async def _gate_effect_skipped(self: HopContext, name: str, payload: dict[str, A
     return await BREAKS.unbroken(_gate_effect_skipped)(self, name, payload)
 
 
+async def _replay_republishes(self: RunEngine, prior: Run, intent: Any, retain: Any) -> Any:
+    """A replayed admission that publishes the delivery it found already claimed (as an
+    admission testing `<= PENDING` would: the engine-group mutant of its publish
+    test): caught by publish_open_hop in admission_race."""
+    submission = await BREAKS.unbroken(_replay_republishes)(self, prior, intent, retain)
+    if submission.delivery.state is DeliveryState.CLAIMED:
+        await self.publish(submission.delivery)
+    return submission
+
+
 async def _token_dropped(self: HopContext, text: str) -> None:
     """A hop that never streams its token deltas, though its node still reports them
     spoken (the graph-group mutant of `patterns/basic.py` skipping its token loop):
@@ -624,6 +634,7 @@ BREAKS = BreakTable({
     "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
     "settle_keeps_checkpoint": (worker_module, "_may_hold_checkpoint", _never_holds_checkpoint),
     "token_deltas_dropped": (HopContext, "token", _token_dropped),
+    "replay_republishes_claimed": (RunEngine, "_replay", _replay_republishes),
     "claim_outside_drain": (Worker, "perform_run", _counted_from_claim),
     "gate_never_closes": (ClaimGate, "close", _gate_stays_open),
     "claim_reports_won": (Worker, "perform_run", _reports_won),

@@ -203,6 +203,10 @@ INVARIANTS: dict[str, Invariant] = {
                   "generation: once a fresh sequence exists, the superseded hop key is never "
                   "published again",
                   "seed 000 'Cancellation, mutation, and recovery'"),
+        Invariant("publish_open_hop", "a publisher issues a broker job only for a hop it "
+                  "read PENDING (or PUBLISHED: a relay republishing a lost job), never for "
+                  "one it saw HELD, CLAIMED or closed",
+                  "seed 000 'Admission and exact claim' (publish exactly one PENDING hop)"),
         Invariant("transient_never_fails_a_run", "a transient storage error (a blip shorter "
                   "than the retry bound) never ends a Run FAILED: the hop retries it, for its "
                   "effect may already have happened", "seed 000 'Cancellation, mutation, and "
@@ -966,10 +970,13 @@ class Checker:
         """Boot `boot`'s ledger write `name` changed something (fenced_holder_inert)."""
         self._guarded(lambda: self.boot_checks.on_write(boot, name, args))
 
-    def on_publish(self, key: str, run_id: UUID, seq: int) -> None:
-        """As a publisher issues a broker publish (before it lands)."""
+    def on_publish(self, key: str, run_id: UUID, seq: int,
+                   caller: FrameType | None = None) -> None:
+        """As a publisher issues a broker publish (before it lands); `caller` is the
+        frame that called the broker (read, never changed)."""
         self._guarded(lambda: delivery_checks.publish_names_current_generation(
             self, key, run_id, seq))
+        self._guarded(lambda: delivery_checks.publish_open_hop(self, key, caller))
 
     def on_crash_point(self, point: str, boot: int, context: dict[str, Any]) -> None:
         """A crash fired at catalogued `point` (in boot or process `boot`), the point's

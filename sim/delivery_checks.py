@@ -23,6 +23,8 @@ from uuid import UUID
 from runtime.models import DeliveryState, Intent, RunDelivery
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from sim.checker import Checker
 
 S = DeliveryState
@@ -107,6 +109,30 @@ def publish_names_current_generation(checker: Checker, key: str, run_id: UUID,
     if run is not None and run.seq > seq:
         checker.fail("fresh_key_new_job", f"hop key {key} published while the Run is at "
                      f"sequence {run.seq}", key=key)
+
+
+PUBLISHABLE = frozenset({S.PENDING, S.PUBLISHED})
+"""What a publisher may hand the broker: a PENDING hop, or a PUBLISHED one whose job
+the relay found missing."""
+
+
+def publish_open_hop(checker: Checker, key: str, caller: FrameType | None) -> None:
+    """`publish_open_hop`: the engine's publish is handed a delivery its caller read
+    PENDING (or PUBLISHED); one read CLAIMED, HELD or closed is only observed, never
+    published again (an admission that raced a worker to its own hop survived
+    mutation, M9). Reads the delivery in the `RunEngine.publish` frame (through the
+    fault proxies' wrappers), as it was when it called the broker."""
+    for _ in range(4):
+        if caller is None or (caller.f_code.co_name == "publish"
+                              and isinstance(caller.f_locals.get("delivery"), RunDelivery)):
+            break
+        caller = caller.f_back
+    if caller is None:
+        return
+    delivery = caller.f_locals["delivery"]
+    if delivery.state not in PUBLISHABLE:
+        checker.fail("publish_open_hop", f"hop key {key} published from a delivery its "
+                     f"publisher read {delivery.state.value}", key=key)
 
 
 def replay_matches_content(checker: Checker) -> None:

@@ -73,6 +73,12 @@ RULES: tuple[Rule, ...] = (
          ("idempotent_admission",), ("admission_race",),
          (_b("admission_key_upserted", "admission_race", 2),
           _b("fingerprint_key_order", "admission_race", 1))),
+    Rule("admission.publish_open_hop", S000, "Admission and exact claim",
+         "a publisher hands the broker only a hop it read PENDING (or PUBLISHED, a lost job "
+         "republished): an admission or replay that finds its hop already claimed, held "
+         "or closed only observes it",
+         ("publish_open_hop",), ("admission_race",),
+         (_b("replay_republishes_claimed", "admission_race", 1),)),
     Rule("admission.racing_vessel_is_a_replay", S000, "Admission and exact claim",
          "a Vessel that finds its key admitted by another at the same instant carries on as "
          "the creator only on its own records (Run and delivery): an admission HELD for "

@@ -417,7 +417,8 @@ class SimBroker(_Guarded):
     ) -> bool:
         self.boot.check_alive()
         if not self._superseded_while_unreachable(run_id):
-            self.world.checker.on_publish(key, run_id, seq)
+            # The caller's frame, before any await: the delivery its publisher read.
+            self.world.checker.on_publish(key, run_id, seq, sys._getframe(1))
         if (stale := STALE_HOP.get()) is not None:
             self.world.checker.on_stale_hop_write(stale, f"publish {key}", True)
         fault, amount = self._fire("broker.publish", PUBLISH)

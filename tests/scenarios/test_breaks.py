@@ -444,3 +444,14 @@ def test_a_hop_that_drops_its_token_deltas_is_caught() -> None:
     assert invariant == "chatty_tokens_spell_result"
     assert "0 held" in message
     assert run_simulation(seed, "runtime_mutation", "swarm").ok
+
+
+def test_a_replay_that_republishes_a_claimed_hop_is_caught() -> None:
+    """A publisher hands the broker only a hop it read PENDING or PUBLISHED: a replayed
+    admission that publishes the hop it found claimed is caught as it calls the broker,
+    and the seed holds unbroken."""
+    seed, invariant, message = _first_violation("admission_race", "replay_republishes_claimed",
+                                                range(1, 6))
+    assert invariant == "publish_open_hop"
+    assert "read CLAIMED" in message
+    assert run_simulation(seed, "admission_race", "swarm").ok
