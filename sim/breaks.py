@@ -36,6 +36,7 @@ from runtime.events.errors import EventError
 from runtime.events.hop import HopEvents
 from runtime.events.model import EventKind
 from runtime.events.repair import write_or_owe
+from runtime.graph.transitions import End, Goto
 from runtime.hop import HopContext
 from runtime.jobs import rules as job_rules
 from runtime.jobs.models import LeasedJob, StagedResult
@@ -57,6 +58,7 @@ from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.pages import PAGE_SIZE
 from runtime.recovery.relay import Relays
 from runtime.recovery.scheduler import Cursor, PageReader, PageScheduler, Visit
+from runtime.registry import Node, Pattern
 from runtime.seams import Deps, JobInfo, JobStatus, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
@@ -285,6 +287,23 @@ async def _gate_effect_skipped(self: HopContext, name: str, payload: dict[str, A
     if self.run.pattern == "consent_gate":
         return True
     return await BREAKS.unbroken(_gate_effect_skipped)(self, name, payload)
+
+
+def _errands_past_rounds(self: Pattern, name: str) -> Node:
+    """An errands Run that goes round again after its last round (as `rounds > -1` would:
+    the graph-group mutant of waits.py's round test), spawning another job and attempt
+    until it is cancelled: caught by errands_bounded in cancel_children."""
+    node = BREAKS.unbroken(_errands_past_rounds)(self, name)
+    if self.name != "errands" or name != "errand_done":
+        return node
+
+    async def once_more(ctx: HopContext, state: Any) -> Any:
+        outcome = await node.run(ctx, state)
+        if isinstance(outcome, tuple) and isinstance(outcome[1], End):
+            return outcome[0], Goto("errand_delegate")
+        return outcome
+
+    return Node(node.name, once_more)
 
 
 async def _replay_republishes(self: RunEngine, prior: Run, intent: Any, retain: Any) -> Any:
@@ -632,6 +651,7 @@ BREAKS = BreakTable({
     # database restart outlasts it and the hop fails its Run (issue M11).
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
+    "errands_past_rounds": (Pattern, "node", _errands_past_rounds),
     "settle_keeps_checkpoint": (worker_module, "_may_hold_checkpoint", _never_holds_checkpoint),
     "token_deltas_dropped": (HopContext, "token", _token_dropped),
     "replay_republishes_claimed": (RunEngine, "_replay", _replay_republishes),

@@ -229,6 +229,11 @@ RULES: tuple[Rule, ...] = (
          "effect in exactly the rounds whose verdict is APPROVED",
          ("gate_effects_follow_verdicts",), ("consent",),
          (_b("gate_effect_skipped", "consent", 1),)),
+    Rule("waits.errands_bounded", S003, "Return makes a new claim",
+         "a Run that chains delegated jobs and service calls stops after the rounds it asked "
+         "for: it owns no more children than its rounds",
+         ("errands_bounded",), ("cancel_children",),
+         (_b("errands_past_rounds", "cancel_children", 4),)),
     Rule("hardware.budget_outcome", S003, "Three boundaries",
          "a hardware request past the budget fails before another convergence call, naming "
          "the spent counters; a Run whose needs fit it ends DONE with every need used once, "

@@ -61,6 +61,9 @@ INVARIANTS = (
      "its round-n effect (approved-n) exactly for the rounds whose verdict is APPROVED, and no "
      "other", "seed 003 'Return makes a new claim' (the resumed hop reads stored truth: it "
      "acts on the durable verdict, whichever won)"),
+    ("errands_bounded", "an errands Run asked for N rounds owns at most N agent jobs and N "
+     "service attempts, however it ended", "seed 003 'Return makes a new claim' (a resumed "
+     "hop goes on from the durable state: the round count it reads ends the chain)"),
     ("hardware_outcome", "a hardware Run is DONE with every need used once only when its needs "
      "fit the resume budget (8 calls, 3 in a row); it fails 'budget exhausted' exactly at the "
      "first need that overruns it, and never as stasis lost, an invalid checkpoint or for "
@@ -302,6 +305,29 @@ class StasisChecks:
                 self.checker.fail("verdict_honoured", f"consent {consent.id} of "
                                   f"{consent.owner!r} was decided by {consent.decided_by!r}",
                                   consent=str(consent.id))
+        self._errands_bounded()
+
+    def _errands_bounded(self) -> None:
+        """errands_bounded: an `errands` Run asked for N rounds owns at most N agent jobs
+        and N service attempts (runtime/patterns/waits.py; one of each per round), however
+        it ended: a Run that loops past its rounds keeps spawning children."""
+        world = self.checker.world
+        jobs: dict[UUID, int] = {}
+        for job in world.ledger.agent_job_table.values():
+            jobs[job.run_id] = jobs.get(job.run_id, 0) + 1
+        attempts: dict[UUID, int] = {}
+        for attempt in world.services.attempt_table.values():
+            if (owner := attempt.owner.run_id) is not None:
+                attempts[owner] = attempts.get(owner, 0) + 1
+        for run in sorted(world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):
+            if run.pattern != "errands":
+                continue
+            rounds = run.intent.content.get("rounds", 2)
+            owned = (jobs.get(run.id, 0), attempts.get(run.id, 0))
+            if max(owned) > rounds:
+                self.checker.fail("errands_bounded", f"errands Run {run.id} asked for {rounds} "
+                                  f"rounds but owns {owned[0]} agent jobs and {owned[1]} "
+                                  "service attempts", run=str(run.id))
 
 
 def _ended(error: str) -> tuple[str | None, str | None]:

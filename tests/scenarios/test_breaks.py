@@ -387,6 +387,16 @@ def test_a_group_commit_that_takes_one_step_is_caught() -> None:
     assert run_simulation(seed, "events", "swarm").ok
 
 
+def test_an_errands_run_that_goes_round_again_is_caught() -> None:
+    """An errands Run stops after the rounds it asked for (sim.stasis_checks,
+    errands_bounded): the break's last round loops back, so the Run owns one job too
+    many before it is cancelled; the same seed holds unbroken."""
+    seed, _, message = _first_violation("cancel_children", "errands_past_rounds", range(1, 10),
+                                        "errands_bounded")
+    assert "rounds but owns" in message
+    assert run_simulation(seed, "cancel_children", "swarm").ok
+
+
 def test_a_gate_whose_approved_effect_never_lands_is_caught() -> None:
     """A consent gate must act on the durable verdict: a DONE gate whose APPROVED
     round applied nothing (as when its verdict test is read backwards) is caught,
