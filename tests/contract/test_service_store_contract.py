@@ -133,6 +133,21 @@ async def test_prepare_persists_the_whole_envelope(store: ServiceAttemptStore) -
     assert await store.get(uid(3)) is None and await store.by_key("nope") is None
 
 
+async def test_reads_hand_back_fresh_records(store: ServiceAttemptStore) -> None:
+    """Every read decodes its own copy, as a PostgreSQL row does: equal ids, never the
+    same objects, so an identity test (`is`) of ids fails on every store alike."""
+    prepared = await store.prepare(attempt(1))
+    reads = [
+        await current(store, uid(1)),
+        await store.by_key("key-1"),
+        *await store.owned_by(prepared.owner.run_id),
+    ]
+    for got in reads:
+        assert got is not None and got == prepared
+        assert got.owner.run_id == prepared.owner.run_id
+        assert got.owner.run_id is not prepared.owner.run_id and got is not prepared
+
+
 async def test_prepare_repeats_for_identical_content(store: ServiceAttemptStore) -> None:
     first = await store.prepare(attempt(1))
     assert await store.prepare(attempt(1)) == first

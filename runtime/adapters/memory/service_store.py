@@ -17,6 +17,14 @@ from runtime.service.errors import UnknownAttempt
 from runtime.service.models import Evidence, ServiceJobAttempt, ServiceOutcome
 
 
+def _fresh(attempt: ServiceJobAttempt) -> ServiceJobAttempt:
+    """A read hands back a copy, ids included, as the PostgreSQL store decodes a fresh
+    row each time: a caller that compares ids by identity (`is`) instead of value is
+    wrong there, and must be wrong here too (issue M9: `terminal_owner`'s owner test
+    made `is not` passed every simulated seed while the same object came back)."""
+    return attempt.model_copy(deep=True)
+
+
 class MemoryServiceStore:
     def __init__(self) -> None:
         self.attempt_table: dict[UUID, ServiceJobAttempt] = {}
@@ -47,17 +55,18 @@ class MemoryServiceStore:
 
     async def get(self, attempt_id: UUID) -> ServiceJobAttempt | None:
         await enter()
-        return self.attempt_table.get(attempt_id)
+        attempt = self.attempt_table.get(attempt_id)
+        return None if attempt is None else _fresh(attempt)
 
     async def by_key(self, idempotency_key: str) -> ServiceJobAttempt | None:
         await enter()
         attempt_id = self.key_index.get(idempotency_key)
-        return None if attempt_id is None else self.attempt_table[attempt_id]
+        return None if attempt_id is None else _fresh(self.attempt_table[attempt_id])
 
     async def owned_by(self, run_id: UUID) -> list[ServiceJobAttempt]:
         await enter()
         mine = [a for a in self.attempt_table.values() if a.owner.run_id == run_id]
-        return sorted(mine, key=lambda a: (a.created_at, a.id))
+        return [_fresh(a) for a in sorted(mine, key=lambda a: (a.created_at, a.id))]
 
     async def begin_submit(self, attempt_id: UUID, now: datetime) -> ServiceJobAttempt:
         await enter()
