@@ -27,7 +27,7 @@ from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
 from runtime.seams import JobInfo, JobStatus
 from runtime.service.models import ServiceState
-from sim import ack_checks, delivery_checks, rotation_checks, token_checks
+from sim import ack_checks, delivery_checks, input_checks, rotation_checks, token_checks
 from sim.admission_checks import INVARIANTS as ADMISSION_INVARIANTS
 from sim.admission_checks import AdmissionChecks
 from sim.boot_checks import INVARIANTS as BOOT_INVARIANTS
@@ -280,7 +280,7 @@ INVARIANTS.update(
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
                                *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS,
                                *ack_checks.INVARIANTS, *rotation_checks.INVARIANTS,
-                               *token_checks.INVARIANTS)
+                               *token_checks.INVARIANTS, *input_checks.INVARIANTS)
 )
 
 
@@ -1038,6 +1038,7 @@ class Checker:
                 self.window_checks.final()
             self.job_checks.final(check_liveness)
             self.service_checks.final(check_liveness)
+            input_checks.final(self)
             self._app_checks(True)
         except _Stop:
             pass

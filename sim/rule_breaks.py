@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import anyio
@@ -48,7 +48,15 @@ from runtime.jobs import models as job_models
 from runtime.jobs import rules as job_rules
 from runtime.jobs import worker as jobs_worker
 from runtime.jobs.errors import JobConflict, JobError, LeaseExpired
-from runtime.jobs.models import EventKind, JobPolicy, LeasedJob, Refusal, Usage
+from runtime.jobs.models import (
+    AttemptEvent,
+    EventKind,
+    EvidenceRecord,
+    JobPolicy,
+    LeasedJob,
+    Refusal,
+    Usage,
+)
 from runtime.keys import hop_key
 from runtime.models import (
     AgentJobStatus,
@@ -541,6 +549,40 @@ def _usage_zero_when_unknown(job: LeasedJob, index: int, kind: EventKind, now: d
     return RULE_BREAKS.unbroken(_usage_zero_when_unknown)(job, index, kind, now, **kw)
 
 
+def _next_event_from_one(self: MemoryJobStore, job_id: UUID) -> int:
+    """The store numbers a job's next attempt event one past its log's length: the log
+    starts at 1 and its numbers no longer match the events' places."""
+    return len(self.event_log.get(job_id, ())) + 1
+
+
+def _attempt_event_unchecked(**fields: Any) -> AttemptEvent:
+    """The decisions build attempt events without validating them: a refused call's
+    event keeps whatever fence its caller gave, a negative one included."""
+    return AttemptEvent.model_construct(**fields)
+
+
+@classmethod  # type: ignore[misc]
+def _evidence_json_unchecked(cls: type[EvidenceRecord], data: str | bytes,
+                             **kw: Any) -> EvidenceRecord:
+    """An evidence record decoded from JSON takes an empty workspace on trust."""
+    raw = json.loads(data)
+    if isinstance(raw, dict) and raw.get("workspace") == "":
+        return cls.model_construct(**raw)
+    original: Any = RULE_BREAKS.unbroken(_evidence_json_unchecked)  # bound to the class
+    return cast(EvidenceRecord, original(data, **kw))
+
+
+@classmethod  # type: ignore[misc]
+def _attempt_decode_raw(cls: type[ServiceJobAttempt], data: Any,
+                        **kw: Any) -> ServiceJobAttempt:
+    """An attempt record is read field by field before validation: a record without its
+    binding or request raises KeyError instead of a validation error naming the field."""
+    if isinstance(data, dict):
+        _ = (data["binding"], data["request"])
+    original: Any = RULE_BREAKS.unbroken(_attempt_decode_raw)  # bound to the class
+    return cast(ServiceJobAttempt, original(data, **kw))
+
+
 async def _reserve_in_memory_only(
     self: MemoryJobStore, job_id: UUID, fence: int, owner: str, now: datetime
 ) -> LeasedJob:
@@ -916,6 +958,11 @@ RULE_BREAKS = BreakTable({
     "children_without_consents": (Canceller, "contain_children", _children_without_consents),
     "attempt_budget_ignored": (job_rules, "_spent_reason", _attempts_unbounded),
     "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),
+    "attempt_index_from_one": (MemoryJobStore, "_next_event", _next_event_from_one),
+    "attempt_event_unvalidated": (job_rules, "AttemptEvent", _attempt_event_unchecked),
+    "evidence_workspace_unchecked": (EvidenceRecord, "model_validate_json",
+                                     _evidence_json_unchecked),
+    "attempt_decode_keyerror": (ServiceJobAttempt, "model_validate", _attempt_decode_raw),
     "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),
     "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
     "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),

@@ -549,8 +549,16 @@ RULES: tuple[Rule, ...] = (
          "an attempt settles exactly on evidence that proves the outcome: a driver-proved "
          "rejection or no effect fails it, a lookup of the acknowledged job succeeds or fails "
          "it, containment or no effect cancels it",
-         ("service_settle_honoured", "service_no_fabricated_failure"), ("service",),
+         ("service_settle_honoured", "service_no_fabricated_failure"),
+         ("service", "bad_input"),
          (_b("rejection_not_settled", "service", 1),)),
+    Rule("service.bad_input", S000, "Service job attempts",
+         "an attempt record that arrives without its binding or its request fails "
+         "validation naming the missing field (not an error out of the digest filler), "
+         "and a cancel-settle of a never-sent attempt on anything but proof that it was "
+         "never submitted (containment, a lookup, no effect) is refused",
+         ("bad_input_refused", "service_settle_honoured"), ("bad_input",),
+         (_b("attempt_decode_keyerror", "bad_input", 1),)),
     Rule("service.digest_sealed", S000, "Service job attempts",
          "an attempt persists the exact digest of its request, binding and destination: a "
          "record whose digest was sealed over another request is refused before it is "
@@ -594,6 +602,19 @@ RULES: tuple[Rule, ...] = (
     Rule("jobs.call_budget", S004, "Alpha.2 accounting",
          "at most two model calls per interpretation, each reserved before it goes out",
          ("job_budgets",), ("leased_jobs",), (_b("call_not_reserved", "leased_jobs", 1),)),
+    Rule("jobs.attempt_log", S004, "Alpha.2 accounting",
+         "jobs.attempts numbers a job's started, completed, failed and expired-lease events "
+         "0, 1, 2, ... in the order they were recorded (an expired lease and the exhaustion "
+         "its reclaim records are two events), and every event names a fence the job reached",
+         ("attempt_log_numbered",), ("leased_jobs", "bad_input"),
+         (_b("attempt_index_from_one", "leased_jobs", 1),
+          _b("attempt_event_unvalidated", "bad_input", 1))),
+    Rule("jobs.bad_input", S004, "Durable states",
+         "a buggy client's evidence record without a workspace fails validation naming it, "
+         "and its stage or close under a fence no claim handed out (-1) is refused and "
+         "leaves nothing in the attempt log (no event, no usage it never received)",
+         ("bad_input_refused", "attempt_log_numbered", "usage_never_fabricated"),
+         ("bad_input",), (_b("evidence_workspace_unchecked", "bad_input", 1),)),
     Rule("jobs.usage", S004, "Alpha.2 accounting",
          "the attempt log keeps only usage the model returned, under the call that returned "
          "it (a fenced-out result's usage keeps its call's interpretation after a "

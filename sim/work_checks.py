@@ -144,6 +144,11 @@ INVARIANTS = (
      "workspace than its evidence, is refused (JobConflict)",
      "seed 004 'Durable states' (a receipt preserves evidence and a job in one "
      "transaction)"),
+    ("attempt_log_numbered", "a job's attempt log (jobs.attempts) numbers its events 0, 1, "
+     "2, ... in the order they were recorded, with no gap or repeat, and each event names "
+     "a fence the job has reached (0 to its current fence)",
+     "seed 004 'Alpha.2 accounting' (jobs.attempts lists the started, completed, failed and "
+     "expired-lease events of a job)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -458,6 +463,7 @@ class JobChecks:
 
     def final(self, check_liveness: bool) -> None:
         self.after_write()
+        self._check_attempt_log()
         self._check_usage()
         self._check_receipts()
         if check_liveness:
@@ -465,6 +471,24 @@ class JobChecks:
                 if not (job.state.terminal or job.state.waiting):
                     self.fail("job_liveness", f"job {job.id} is still {job.state.value} after "
                               "heal", job=_job(job))
+
+    def _check_attempt_log(self) -> None:
+        """Each job's events are numbered by their place in its log (an expired lease and
+        the exhaustion a claim records after it are two events), and no event names a
+        fence no claim of the job ever reached (a negative one included)."""
+        store = self.world.jobs
+        for job_id, events in store.event_log.items():
+            job = store.job_table.get(job_id)
+            numbers = [e.index for e in events]
+            if numbers != list(range(len(events))):
+                self.fail("attempt_log_numbered", f"job {job_id}: its attempt events are "
+                          f"numbered {numbers}, not 0 .. {len(events) - 1}", job=_job(job))
+            top = job.fence if job is not None else 0
+            for e in events:
+                if not 0 <= e.fence <= top:
+                    self.fail("attempt_log_numbered", f"job {job_id}: attempt event {e.index} "
+                              f"({e.kind.value}) names fence {e.fence}, which the job (at "
+                              f"fence {top}) never reached", job=_job(job))
 
     def _check_usage(self) -> None:
         store, calls = self.world.jobs, self.world.model.calls

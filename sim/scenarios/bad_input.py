@@ -1,0 +1,213 @@
+"""Scenario `bad_input`: a buggy client beside an ordinary leased-job world and
+an ordinary service world. Two leased-job workers drain the jobs an evidence
+producer receives, and one service worker submits and reconciles the attempts a
+requester prepares; meanwhile the client sends what no honest writer does,
+each value just past the bound the record or the store admits: an evidence
+delivery with an empty workspace (decoded from its JSON form), stage and
+close calls under fence -1 (the client's "no fence") carrying usage, an
+attempt record with its binding or request missing, and a cancel-settle of an
+attempt it has just prepared (so never sent) on evidence that proves nothing
+about an attempt never sent (containment, a lookup). Every such call must be
+refused with a clear error and leave no record; the ordinary work goes on
+(seed 004 "Durable states", "Alpha.2 accounting"; seed 000 "Service job
+attempts")."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+
+import anyio
+from pydantic import ValidationError
+
+from runtime.errors import LedgerUnavailable
+from runtime.jobs import EvidenceRecord
+from runtime.jobs.models import AttemptFailure, StagedResult, Usage
+from runtime.service import (
+    AttemptOwner,
+    ServiceError,
+    ServiceJobAttempt,
+    ServiceState,
+    cancel,
+    new_attempt,
+    prepare,
+)
+from runtime.service.models import Evidence, EvidenceKind, ServiceOutcome
+from sim.leased import MODEL_VERSION
+from sim.processes import Process, supervise
+from sim.scenarios import Scenario, leased_jobs, register, service
+from sim.scenarios.leased_jobs import Producer, work
+from sim.scenarios.service import BINDING, Requester, context, serve
+from sim.world import World
+
+CLIENT = "client"
+"""The buggy client: a process of its own (the service store is reached through one)."""
+NO_FENCE = -1
+"""What the client sends as the fence of an attempt it never claimed."""
+HOSTILE_OWNER = "client-1"
+UNPROVEN = (EvidenceKind.CANCEL_CONTAINED, EvidenceKind.LOOKUP_FOUND, EvidenceKind.NO_EFFECT)
+"""Evidence a cancel-settle of a never-sent attempt is offered: none proves it unsent."""
+MISSING = ("binding", "request")
+"""Fields an attempt record arrives without (the digest filler needs both)."""
+
+
+def emit(world: World, target: str, expect: str, exc: BaseException | None,
+         fields: tuple[str, ...] = ()) -> None:
+    """One bad call and how it was answered, for the checker (`sim.input_checks`).
+
+    `expect` is what a clear refusal is: `invalid` (a validation error naming
+    `fields`) or `refused` (any error: a validation error or the store's own)."""
+    named: list[str] = []
+    if isinstance(exc, ValidationError):
+        named = sorted({str(part) for err in exc.errors() for part in err["loc"]})
+    world.trace.emit(CLIENT, "bad_input.call", target=target, expect=expect,
+                     outcome="accepted" if exc is None else type(exc).__name__,
+                     fields=list(fields), named=named)
+
+
+async def bad_jobs_call(world: World) -> None:
+    """A stage or close of a job under fence -1, on the client's own connection to the
+    job store (outside the workers' seam), each carrying usage it never got."""
+    store, rng, now = world.jobs, world.streams.actors, world.clock.now()
+    jobs = list(store.job_table.values())
+    if not jobs:
+        return
+    job = rng.choice(jobs)
+    usage = Usage(input_tokens=rng.randint(1, 50), output_tokens=rng.randint(1, 50))
+    kind = rng.choice(("stage", "fail", "schedule_retry"))
+    failure = AttemptFailure(reason="the client gave up", usage=usage)
+    error: BaseException | None = None
+    try:
+        if kind == "stage":
+            result = StagedResult(bundle={"facts": []}, usage=usage)
+            await store.stage(job.id, NO_FENCE, HOSTILE_OWNER, MODEL_VERSION, result, now)
+        elif kind == "fail":
+            await store.fail(job.id, NO_FENCE, HOSTILE_OWNER, failure, now)
+        else:
+            await store.schedule_retry(job.id, NO_FENCE, HOSTILE_OWNER, now, failure, now)
+    except Exception as exc:  # judged by the checker: any clear error refuses it
+        error = exc
+    emit(world, f"jobs.{kind}", "refused", error)
+
+
+def bad_evidence(world: World) -> None:
+    """An evidence delivery from the producer's JSON outbox with an empty workspace."""
+    raw = json.dumps({"id": str(world.entropy.new_id()), "workspace": "",
+                      "payload": "subject: value", "received_at": world.clock.now().isoformat()})
+    error: BaseException | None = None
+    try:
+        EvidenceRecord.model_validate_json(raw)
+    except Exception as exc:
+        error = exc
+    emit(world, "evidence.decode", "invalid", error, ("workspace",))
+
+
+def bad_attempt_record(world: World, n: int) -> None:
+    """An attempt record from the requester's outbox without its binding or request."""
+    rng = world.streams.actors
+    good = new_attempt(world.entropy.new_id(), owner=AttemptOwner(job=f"bad-{n}"),
+                       idempotency_key=f"bad-record-{n}", generation=0,
+                       request={"op": "render", "item": n}, binding=BINDING,
+                       now=world.clock.now())
+    field = rng.choice(MISSING)
+    data = {k: v for k, v in good.model_dump().items() if k not in (field, "request_digest")}
+    error: BaseException | None = None
+    try:
+        ServiceJobAttempt.model_validate(data)
+    except Exception as exc:
+        error = exc
+    emit(world, "attempt.decode", "invalid", error, (field,))
+
+
+async def bad_cancel(world: World, proc: Process, n: int) -> None:
+    """Prepare a fresh attempt, then settle it CANCELLED at once on evidence that proves
+    nothing about an attempt never sent; then cancel it properly."""
+    ctx = context(world, proc)
+    rng = world.streams.actors
+    attempt = new_attempt(world.entropy.new_id(), owner=AttemptOwner(job=f"client-{n}"),
+                          idempotency_key=f"client-key-{n}", generation=0,
+                          request={"op": "render", "item": 1000 + n}, binding=BINDING,
+                          now=world.clock.now())
+    try:
+        stored = await prepare(ctx, attempt)
+    except (LedgerUnavailable, ServiceError):
+        return
+    kind = rng.choice(UNPROVEN)
+    evidence = Evidence(kind=kind, at=world.clock.now(), transmission=stored.transmissions)
+    error: BaseException | None = None
+    try:
+        await ctx.store.settle(stored.id, ServiceOutcome(state=ServiceState.CANCELLED),
+                               evidence, world.clock.now())
+    except Exception as exc:
+        error = exc
+    if not isinstance(error, LedgerUnavailable):
+        emit(world, f"service.settle.{kind.value}", "refused", error)
+    with contextlib.suppress(LedgerUnavailable, ServiceError):
+        await cancel(ctx, stored.id)  # else the service worker re-drives a recorded cancel
+
+
+@dataclass
+class ClientState:
+    """Outlives the client's incarnations: how many rounds it began, and whether it
+    must stop (heal) and is between the calls of a round."""
+
+    rounds: int = 0
+    stop: bool = False
+    busy: bool = False
+
+
+async def client(world: World, proc: Process, state: ClientState) -> None:
+    """The buggy client's loop: one bad call of each kind now and then, until heal."""
+    rng = world.streams.actors
+    while not state.stop:
+        await anyio.sleep(round(rng.uniform(4.0, 15.0), 3))
+        if state.stop:
+            return
+        state.rounds += 1
+        state.busy = True
+        try:
+            bad_evidence(world)
+            bad_attempt_record(world, state.rounds)
+            await bad_jobs_call(world)
+            await bad_cancel(world, proc, state.rounds)
+        finally:
+            state.busy = False
+
+
+async def drive(world: World) -> None:
+    world.provider.configure(world.streams.workload)
+    registry: dict[str, Process] = {}
+    for name in leased_jobs.WORKERS[:2]:
+        world.spawn(supervise, world, name, lambda proc: work(world, proc))
+    world.spawn(supervise, world, service.SERVICES[0], lambda proc: serve(world, proc),
+                registry)
+    state = ClientState()
+    world.actors[CLIENT] = state
+    world.spawn(supervise, world, CLIENT, lambda proc: client(world, proc, state))
+    producer = Producer(world)
+    world.actors["producer"] = producer
+    requester = Requester(world, registry)
+    world.actors["requester"] = requester
+    rng = world.streams.workload
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(producer.run, rng.randint(4, 8))
+        await requester.run(rng.randint(3, 6))
+        await anyio.sleep(150.0)  # faults stay on while the workers catch up
+        tg.cancel_scope.cancel()
+
+
+async def heal(world: World) -> None:
+    """Faults are off: the client stops after its round, the ordinary work drains (jobs,
+    then attempts)."""
+    state = world.actors.get(CLIENT)
+    if isinstance(state, ClientState):
+        state.stop = True
+        while state.busy:
+            await anyio.sleep(1.0)
+    await leased_jobs.heal(world)
+    await service.heal(world)
+
+
+BAD_INPUT = register(Scenario("bad_input", " ".join((__doc__ or "").split()), drive, heal,
+                              vessel=False))
