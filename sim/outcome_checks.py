@@ -26,6 +26,7 @@ from runtime.graph.snapshots import Checkpoint
 from runtime.jobs.models import EventKind as JobEventKind
 from runtime.keys import hop_key
 from runtime.models import DeliveryState, Run, RunDelivery, RunStatus
+from runtime.recovery.deliveries import STRANDED
 from runtime.recovery.orphans import ABANDONED, LOST
 from runtime.seams import JobStatus
 from runtime.service.models import ServiceState
@@ -42,6 +43,10 @@ PROGRAMMING_ERRORS = (
 
 _PROGRAMMING = re.compile(r"\b(" + "|".join(PROGRAMMING_ERRORS) + r")\b[:(]")
 
+UNPINNED_FAILURES = frozenset({PINNED_PATTERN_UNAVAILABLE, LOST, ABANDONED, STRANDED})
+"""How a Run whose pinned Pattern version is not registered may fail: the worker's
+verdict, or recovery's before any hop of it verified the pin."""
+
 LOSABLE = (RunStatus.RUNNING, RunStatus.AWAITING_HARDWARE)
 """What startup may fail as lost (seed 000 'Cancellation, mutation, and recovery')."""
 
@@ -56,6 +61,12 @@ OUTCOME_INVARIANTS = (
      "programming error in the runtime, never as a lost claim (the settling hop holds it), "
      "and never as 'pinned Pattern unavailable' while the registry holds its pinned Pattern",
      "seed 000 'Admission and exact claim'"),
+    ("unregistered_pin_fails", "a Run pinned to a Pattern version the serving registry "
+     "lacks (admitted by a newer release in a rolling upgrade) is never DONE, and fails only "
+     "as 'pinned Pattern unavailable' (or as lost, abandoned or stranded before any hop "
+     "verified it): no hop runs another version of its Pattern",
+     "seed 000 'Admission and exact claim' (the worker verifies the pinned Pattern); "
+     "seed 003 'Return makes a new claim' (pinned-manifest mismatch)"),
     ("done_after_effect", "a Run of a Pattern that performs an external effect is DONE only "
      "once that effect's identity was applied", "DESIGN section 6"),
     ("lost_only_after_death", "a Run is failed as lost only from RUNNING or AWAITING_HARDWARE, "
@@ -97,12 +108,20 @@ class OutcomeChecks:
             self.checker.fail("failure_has_cause", f"Run {run.id} failed as '{error}' but "
                               f"{run.pattern}@{run.pattern_version} is registered",
                               run=str(run.id))
+        if world.registry.pinned(run.pattern, run.pattern_version) is None \
+                and error not in UNPINNED_FAILURES:
+            self._unpinned(run, f"failed with {error[:160]!r}")
         if error == LOST:
             self._check_lost(prev, run)
         if error == ABANDONED:
             self._check_abandoned(prev, run)
         if error in (LOST, ABANDONED):
             self._check_children_contained(run)
+
+    def _unpinned(self, run: Run, what: str) -> None:
+        self.checker.fail("unregistered_pin_fails", f"Run {run.id} pinned to "
+                          f"{run.pattern}@{run.pattern_version}, which no serving registry "
+                          f"holds, {what}", run=str(run.id))
 
     def _check_children_contained(self, run: Run) -> None:
         world = self.checker.world
@@ -154,6 +173,8 @@ class OutcomeChecks:
                               f"({info.error})", run=str(run.id))
 
     def run_done(self, run: Run) -> None:
+        if self.checker.world.registry.pinned(run.pattern, run.pattern_version) is None:
+            self._unpinned(run, "is DONE")
         applied = {c.identity for c in self.checker.world.effects.calls if c.applied}
         for name in EFFECTS_OF_PATTERN.get(run.pattern, ()):
             identity = f"{run.id}:{name}"

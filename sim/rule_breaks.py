@@ -91,6 +91,7 @@ from runtime.sessions import KeyedLocks
 from runtime.stasis import consent as consent_module
 from runtime.stasis import waits as waits_module
 from runtime.stasis.waits import ResumeRefused, Waits
+from runtime.worker import Worker
 from sim.break_table import BreakTable
 
 # -- seed 000 "Admission and exact claim" ------------------------------------------------
@@ -921,7 +922,18 @@ def _failed_needs_provider_job(attempt: ServiceJobAttempt, outcome: ServiceOutco
     return bool(RULE_BREAKS.unbroken(_failed_needs_provider_job)(attempt, outcome, evidence))
 
 
+async def _pin_falls_back_to_latest(self: Worker, run: Run, *args: Any) -> None:
+    """A worker that runs the latest version it holds when the pinned one is missing
+    (a rolling upgrade's Run pinned one version up): the Run ends DONE under a
+    Pattern version it was never admitted for (caught by unregistered_pin_fails)."""
+    if self.registry.pinned(run.pattern, run.pattern_version) is None:
+        latest = self.registry.latest(run.pattern)
+        run = run.model_copy(update={"pattern_version": latest.version})
+    await RULE_BREAKS.unbroken(_pin_falls_back_to_latest)(self, run, *args)
+
+
 RULE_BREAKS = BreakTable({
+    "pin_falls_back_to_latest": (Worker, "_execute", _pin_falls_back_to_latest),
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),
     "doctrine_priority": (RunDelivery, "broker_priority", property(_doctrine_priority)),

@@ -323,6 +323,13 @@ RULES: tuple[Rule, ...] = (
     Rule("claim.pinned_pattern", S003, "Return makes a new claim",
          "a hop runs the Pattern version pinned at admission; a failure names its real cause",
          ("failure_has_cause",), ("basic",), (_b("pin_misread", "basic", 1),)),
+    Rule("claim.unregistered_pin", S000, "Admission and exact claim",
+         "the worker verifies the pinned Pattern: a Run pinned to a version this Vessel "
+         "does not hold (a rolling upgrade's newer admission) fails as 'pinned Pattern "
+         "unavailable', never DONE under another version (seed 003: a pinned-manifest "
+         "mismatch fails so)",
+         ("unregistered_pin_fails", "failure_has_cause"), ("rolling_upgrade",),
+         (_b("pin_falls_back_to_latest", "rolling_upgrade", 1),)),
     Rule("startup.fence_before_rotation", S000, "Cancellation, mutation, and recovery",
          "startup and the relay rotate a pre-boot generation only once its broker job is "
          "fenced and finished",

@@ -65,6 +65,7 @@ def _load_builtin() -> None:
         restarts,
         service,
         session_race,
+        upgrade,
         waits,
         zombies,
     )

@@ -6,6 +6,7 @@ import pytest
 
 from runtime import faults
 from runtime.faults import CATALOGUE
+from runtime.worker import PINNED_PATTERN_UNAVAILABLE
 from sim import outcome_checks
 from sim.faults.plan import AtPoint, FaultKind, FaultPlan, PlannedFault
 from sim.kernel import SimResult, run_simulation
@@ -61,3 +62,18 @@ def test_a_window_ending_legally_but_not_as_designed_is_caught(
     result = _crash_at(point, pattern, break_name=break_name)
     assert result.invariant == "crash_window_outcome", (result.invariant, result.violation)
     assert result.violation is not None and point in result.violation.message
+
+
+def test_a_worker_running_the_latest_version_of_an_unregistered_pin_is_caught() -> None:
+    # rolling_upgrade: a newer release admits Runs pinned one version up.
+    result = run_simulation(1, "rolling_upgrade", "swarm", break_name="pin_falls_back_to_latest")
+    assert result.invariant == "unregistered_pin_fails"
+    assert result.violation is not None and "is DONE" in result.violation.message
+
+
+def test_runs_of_an_unregistered_pin_fail_as_pinned_pattern_unavailable() -> None:
+    result = run_simulation(1, "rolling_upgrade", "swarm")
+    assert result.ok, result.violation
+    assert result.ledger is not None
+    unpinned = [r for r in result.ledger.runs if r.pattern_version > 1]
+    assert unpinned and all(r.error == PINNED_PATTERN_UNAVAILABLE for r in unpinned)
