@@ -28,6 +28,7 @@ proxies did to each boot (`Boot.unreachable`); violations go through
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -52,6 +53,12 @@ INVARIANTS = (
      "nothing more of that Run and sequence: no settlement, checkpoint, consent, agent job "
      "or park", "seed 000 'Admission and exact claim' (sequence-fenced settlement); "
      "issue 18 item 2 (zombie incarnations)"),
+    ("lease_lapse_reported", "a boot counts (and logs) a lapse of its own lease for every "
+     "renewal the registry answered expired and every renewal that returned a whole lease "
+     "or more after the previous registration or renewal began, whatever the registry said "
+     "(it may have committed after the lease ran out, while peers could judge it dead)",
+     "issue 15 item 1 (boot leases: a lapsed lease is reported, since other boots may have "
+     "recovered its work); runtime.recovery.boot_lease"),
     ("claims_on_a_renewed_lease", "a boot claims a hop only while its lease is live or "
      "after it renewed that lease (or tried to) once its startup reconciliation was done: "
      "never on the expired lease it registered before reconciling",
@@ -94,6 +101,10 @@ class BootChecks:
     """Boot id -> the lease end its latest renewal wrote."""
     renewed_after_startup: set[str] = field(default_factory=set)
     """Boot ids that asked to renew their lease once their reconciliation was done."""
+    leases_written: dict[str, list[tuple[datetime, datetime, bool | None]]] = field(
+        default_factory=dict)
+    """Boot id -> (the `now` its keeper passed, when the call returned, the registry's
+    answer; None for the registration) of each registration or renewal that returned."""
     lapses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     """Boot id -> (lease end, renewal that followed it) for each lease that ran out while
     the boot was unreachable: its peers could rightly judge it dead in between."""
@@ -155,6 +166,31 @@ class BootChecks:
         end = self._lease_end(boot)
         if end is not None:
             self.lease_seen[boot.id] = end
+
+    def lease_written(self, boot: Boot, now: datetime, renewed: bool | None) -> None:
+        """`boot`'s register_boot (renewed None) or renew_boot call returned `renewed`."""
+        returned = self.checker.world.clock.now()
+        self.leases_written.setdefault(boot.id, []).append((now, returned, renewed))
+
+    def final(self) -> None:
+        """lease_lapse_reported: each serving boot's keeper counted the lapses its own
+        registrations and renewals show (read once the simulation ended)."""
+        for boot in self.checker.world.boots:
+            relays = boot.lifespan.relays
+            keeper = relays.lease if relays is not None else None
+            if keeper is None:
+                continue  # it never served: its keeper is out of reach
+            lease = timedelta(seconds=keeper.lease_s)
+            expected, previous = 0, None
+            for now, returned, renewed in self.leases_written.get(boot.id, ()):
+                if renewed is not None and (not renewed or (
+                        previous is not None and returned - previous >= lease)):
+                    expected += 1
+                previous = now
+            if keeper.lapses != expected:
+                self.checker.fail("lease_lapse_reported", f"boot {boot.number} counted "
+                                  f"{keeper.lapses} lapses of its lease, its renewals show "
+                                  f"{expected}", holder=boot.number)
 
     def renewal_asked(self, boot: Boot) -> None:
         """`boot` calls renew_boot (whatever comes of it); counted once it reconciled."""

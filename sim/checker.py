@@ -962,6 +962,10 @@ class Checker:
         """Boot `boot`'s settle_run committed, answering `run` (chatty_tokens_spell_result)."""
         self._guarded(lambda: token_checks.on_settled(self, boot, run))
 
+    def on_lease_written(self, boot: Boot, now: datetime, renewed: bool | None) -> None:
+        """Boot `boot`'s register_boot (renewed None) or renew_boot returned (its answer)."""
+        self.boot_checks.lease_written(boot, now, renewed)
+
     def on_renewal_asked(self, boot: Boot) -> None:
         """Boot `boot` calls renew_boot (before the call reaches the ledger)."""
         self.boot_checks.renewal_asked(boot)
@@ -1029,6 +1033,8 @@ class Checker:
             self._check_subscribers()
             self.admission_checks.final()
             self.stasis_checks.final()
+            if self.world.leased:
+                self.boot_checks.final()
             if check_liveness:
                 rotation_checks.final(self)  # before liveness: it names why the Run waits
                 self._check_liveness()

@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 from uuid import UUID
 
@@ -72,6 +72,7 @@ from runtime.models import (
     Settlement,
 )
 from runtime.recovery import debts
+from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.relay import Relays
 from runtime.seams import Deps, JobStatus
@@ -932,7 +933,30 @@ async def _pin_falls_back_to_latest(self: Worker, run: Run, *args: Any) -> None:
     await RULE_BREAKS.unbroken(_pin_falls_back_to_latest)(self, run, *args)
 
 
+async def _lapse_only_when_told(self: BootLeaseKeeper) -> bool:
+    """Lease renewal that believes the registry's answer: a renewal that returned a
+    whole lease after the previous one began (it may have committed after the lease ran
+    out) is not counted as a lapse (caught by lease_lapse_reported in two_vessels)."""
+    now = self.deps.clock.now()
+    self.renewing_since = now
+    try:
+        live = await self.deps.ledger.renew_boot(self.deps.boot_id, self.lease_s, now)
+    except Exception:
+        self.steady_since = None
+        raise
+    finally:
+        self.renewing_since = None
+    done = self.deps.clock.now()
+    self.renewed_at = now
+    if not live or done - now >= timedelta(seconds=self.slow_s) or self.steady_since is None:
+        self.steady_since = done
+    if not live:
+        self.lapses += 1
+    return bool(live)
+
+
 RULE_BREAKS = BreakTable({
+    "lapse_only_when_told": (BootLeaseKeeper, "renew_once", _lapse_only_when_told),
     "pin_falls_back_to_latest": (Worker, "_execute", _pin_falls_back_to_latest),
     "settle_without_claim": (MemoryLedger, "settle_run", _settle_without_claim),
     "started_at_rewritten": (MemoryLedger, "claim_delivery", _claim_restamps_started_at),

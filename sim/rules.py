@@ -441,6 +441,12 @@ RULES: tuple[Rule, ...] = (
          ("orphans_of_earlier_boots",), ("two_vessels",),
          (_b("orphans_of_any_boot", "two_vessels", 2),
           _b("renewal_trusts_its_start", "two_vessels", 58))),
+    Rule("boots.lapse_reported", S000, "Cancellation, mutation, and recovery",
+         "a boot reports a lapse of its own lease (other boots may have recovered its work) "
+         "for each renewal the registry answered expired and each that returned a whole "
+         "lease after the previous one began, whatever the registry answered",
+         ("lease_lapse_reported",), ("two_vessels", "zombies"),
+         (_b("lapse_only_when_told", "two_vessels", 1),)),
     Rule("boots.renewed_before_serving", S000, "Cancellation, mutation, and recovery",
          "a boot renews its lease after reconciling and before any worker takes a job, so a "
          "reconciliation longer than the renewal period never leaves it serving on a lease "

@@ -258,6 +258,7 @@ class SimLedger(_Guarded):
         self.boot.check_alive()
         self._refuse_partitioned("register_boot")
         await self._guard(lambda: self.inner.register_boot(boot_id, lease_s, now))
+        self.world.checker.on_lease_written(self.boot, now, None)
 
     async def renew_boot(self, boot_id: str, lease_s: float, now: datetime) -> bool:
         await self._hold()
@@ -266,6 +267,7 @@ class SimLedger(_Guarded):
         self._refuse_partitioned("renew_boot")
         self._refuse_during_outage("renew_boot")
         renewed = await self._guard(lambda: self.inner.renew_boot(boot_id, lease_s, now))
+        self.world.checker.on_lease_written(self.boot, now, renewed)
         if renewed:
             self.world.checker.on_hop_write(self.boot, "renew_boot", (boot_id,))
         return renewed
