@@ -4,41 +4,34 @@ producer receives, and one service worker submits and reconciles the attempts a
 requester prepares; meanwhile the client sends what no honest writer does,
 each value just past the bound the record or the store admits: an evidence
 delivery with an empty workspace (decoded from its JSON form), stage and
-close calls under fence -1 (the client's "no fence") carrying usage, an
-attempt record with its binding or request missing, and a cancel-settle of an
-attempt it has just prepared (so never sent) on evidence that proves nothing
-about an attempt never sent (containment, a lookup). Every such call must be
+close calls under fence -1 (the client's "no fence") carrying usage, and an
+attempt record with its binding or request missing. (A cancel-settle of an
+attempt it had just prepared was dropped: the service worker can send the
+attempt first, and the settle then races it, swarm seed 249.) Every such call must be
 refused with a clear error and leave no record; the ordinary work goes on
 (seed 004 "Durable states", "Alpha.2 accounting"; seed 000 "Service job
 attempts")."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
 
 import anyio
 from pydantic import ValidationError
 
-from runtime.errors import LedgerUnavailable
 from runtime.jobs import EvidenceRecord
 from runtime.jobs.models import AttemptFailure, StagedResult, Usage
 from runtime.service import (
     AttemptOwner,
-    ServiceError,
     ServiceJobAttempt,
-    ServiceState,
-    cancel,
     new_attempt,
-    prepare,
 )
-from runtime.service.models import Evidence, EvidenceKind, ServiceOutcome
 from sim.leased import MODEL_VERSION
 from sim.processes import Process, supervise
 from sim.scenarios import Scenario, leased_jobs, register, service
 from sim.scenarios.leased_jobs import Producer, work
-from sim.scenarios.service import BINDING, Requester, context, serve
+from sim.scenarios.service import BINDING, Requester, serve
 from sim.world import World
 
 CLIENT = "client"
@@ -46,8 +39,6 @@ CLIENT = "client"
 NO_FENCE = -1
 """What the client sends as the fence of an attempt it never claimed."""
 HOSTILE_OWNER = "client-1"
-UNPROVEN = (EvidenceKind.CANCEL_CONTAINED, EvidenceKind.LOOKUP_FOUND, EvidenceKind.NO_EFFECT)
-"""Evidence a cancel-settle of a never-sent attempt is offered: none proves it unsent."""
 MISSING = ("binding", "request")
 """Fields an attempt record arrives without (the digest filler needs both)."""
 
@@ -120,33 +111,6 @@ def bad_attempt_record(world: World, n: int) -> None:
     emit(world, "attempt.decode", "invalid", error, (field,))
 
 
-async def bad_cancel(world: World, proc: Process, n: int) -> None:
-    """Prepare a fresh attempt, then settle it CANCELLED at once on evidence that proves
-    nothing about an attempt never sent; then cancel it properly."""
-    ctx = context(world, proc)
-    rng = world.streams.actors
-    attempt = new_attempt(world.entropy.new_id(), owner=AttemptOwner(job=f"client-{n}"),
-                          idempotency_key=f"client-key-{n}", generation=0,
-                          request={"op": "render", "item": 1000 + n}, binding=BINDING,
-                          now=world.clock.now())
-    try:
-        stored = await prepare(ctx, attempt)
-    except (LedgerUnavailable, ServiceError):
-        return
-    kind = rng.choice(UNPROVEN)
-    evidence = Evidence(kind=kind, at=world.clock.now(), transmission=stored.transmissions)
-    error: BaseException | None = None
-    try:
-        await ctx.store.settle(stored.id, ServiceOutcome(state=ServiceState.CANCELLED),
-                               evidence, world.clock.now())
-    except Exception as exc:
-        error = exc
-    if not isinstance(error, LedgerUnavailable):
-        emit(world, f"service.settle.{kind.value}", "refused", error)
-    with contextlib.suppress(LedgerUnavailable, ServiceError):
-        await cancel(ctx, stored.id)  # else the service worker re-drives a recorded cancel
-
-
 @dataclass
 class ClientState:
     """Outlives the client's incarnations: how many rounds it began, and whether it
@@ -170,7 +134,6 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_evidence(world)
             bad_attempt_record(world, state.rounds)
             await bad_jobs_call(world)
-            await bad_cancel(world, proc, state.rounds)
         finally:
             state.busy = False
 

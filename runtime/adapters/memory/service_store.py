@@ -22,7 +22,12 @@ def _fresh(attempt: ServiceJobAttempt) -> ServiceJobAttempt:
     row each time: a caller that compares ids by identity (`is`) instead of value is
     wrong there, and must be wrong here too (issue M9: `terminal_owner`'s owner test
     made `is not` passed every simulated seed while the same object came back)."""
-    return attempt.model_copy(deep=True)
+    owner = attempt.owner
+    run_id = None if owner.run_id is None else UUID(int=owner.run_id.int)
+    # Fresh ids only, not a deep copy: records are frozen, and a deep copy of every
+    # read made the relays' attempt reads quadratic (cancel_children swarm seed 40).
+    return attempt.model_copy(update={"id": UUID(int=attempt.id.int),
+                                      "owner": owner.model_copy(update={"run_id": run_id})})
 
 
 class MemoryServiceStore:
