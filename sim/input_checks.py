@@ -8,8 +8,8 @@ missing or empty must fail validation naming that field (a ValidationError,
 not a KeyError out of a validator, nor a record the store would take); a
 store call out of bounds must raise some error. That nothing of such a call
 was recorded is judged elsewhere: `attempt_log_numbered` (no attempt event
-names a fence no claim reached), `usage_never_fabricated` and
-`service_settle_honoured`. Read from the trace once the world is quiescent:
+names a fence no claim reached) and `usage_never_fabricated`. Read from
+the trace once the world is quiescent:
 no trace changes.
 """
 
