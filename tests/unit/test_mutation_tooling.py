@@ -88,3 +88,79 @@ def test_a_simulation_that_hangs_kills_the_mutant_as_a_hang(monkeypatch: Any) ->
     monkeypatch.setattr(kernel, "run_simulation", spin)
     verdict = killer.campaign(["basic"], 3, "swarm", hang_s=0.2)
     assert verdict["killed"] and verdict["invariant"] == "hang" and verdict["seed"] == 1
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _decorators_of_mutated_modules() -> list[tuple[str, int, int, list[str]]]:
+    """(module, line, column of '@', the decorator stack's sources) for every decorator
+    in a module some group of ci/mutation.toml mutates, as cosmic-ray positions them."""
+    import ast
+
+    from harness.mutation import config
+
+    cfg = config.load(ROOT / "ci/mutation.toml")
+    paths = sorted({p for g in cfg.groups for m in g.modules
+                    for p in ([ROOT / m] if m.endswith(".py") else (ROOT / m).rglob("*.py"))})
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                stack = [ast.unparse(d) for d in node.decorator_list]
+                for d in node.decorator_list:
+                    out.append((str(path.relative_to(ROOT)), d.lineno, d.col_offset - 1, stack))
+    return out
+
+
+def test_classmethod_rule_excludes_exactly_the_classmethods_under_pydantic_validators() -> None:
+    """Removing `@classmethod` below field_validator/model_validator is equivalent (pydantic
+    applies it itself); every other decorator removal stays judged."""
+    rules = filters.load_rules(ROOT / "ci/mutation-equivalents.toml")
+    excluded, expected = set(), set()
+    for module, line, col, stack in _decorators_of_mutated_modules():
+        source = filters._source_line(ROOT / module, line).strip()
+        reason = filters.equivalent_reason(rules, ROOT, _spec(module, "core/RemoveDecorator",
+                                                              line, col))
+        if reason is not None:
+            excluded.add((module, line))
+        if source == "@classmethod" and stack.index("classmethod") > 0 and \
+                stack[stack.index("classmethod") - 1].startswith(("field_validator(",
+                                                                  "model_validator(")):
+            expected.add((module, line))
+    assert expected and excluded == expected
+
+
+def test_pydantic_validators_are_classmethods_with_or_without_the_decorator() -> None:
+    from pydantic import BaseModel, field_validator, model_validator
+
+    def build(explicit: bool) -> type[BaseModel]:
+        def wrap(f: Any) -> Any:
+            return classmethod(f) if explicit else f
+
+        class M(BaseModel):
+            x: int
+
+            @model_validator(mode="before")
+            @wrap
+            def _fill(cls, data: Any) -> Any:
+                return {"x": 1, **data} if isinstance(data, dict) and cls is M else data
+
+            @field_validator("x")
+            @wrap
+            def _pos(cls, value: int) -> int:
+                if value < 0 or cls is not M:
+                    raise ValueError("negative")
+                return value
+
+        return M
+
+    for explicit in (True, False):
+        m = build(explicit)
+        assert m.model_validate({}).x == 1
+        assert m.model_validate({"x": 5}).x == 5
+        try:
+            m.model_validate({"x": -1})
+            raise AssertionError("negative x accepted")
+        except ValueError as exc:
+            assert "negative" in str(exc)
