@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 WRITER_APPENDS = ("_process", "_process_group")
 """The StepWriter methods that hand a taken group to the ledger."""
 
-MAX_SUBSCRIBERS = 1024
-"""The checker's copy of a channel's subscriber bound."""
-
 INVARIANTS = (
     ("subscribe_honest", "a subscription is refused exactly when the channel is closed, the "
      "cursor is negative or beyond the last event, or the subscriber bound is reached; an "
@@ -61,6 +58,16 @@ INVARIANTS = (
      "the channel is closed, so no reader waits on a Run whose truth is final",
      "seed 000 'Events, settlement, and waits' (terminal paths publish the terminal event, "
      "flush, then close the channel); 'Cancellation, mutation, and recovery'"),
+    ("replay_window_honest", "a channel's events take consecutive cursors from 1: its replay "
+     "holds the newest of them up to its limit, ending at the channel's cursor and starting "
+     "at cursor 1 until the window fills, and its replay_window names exactly that span",
+     "seed 000 'Events, settlement, and waits' (replay retains at most 256 events; a cursor "
+     "outside replay gets one resync boundary)"),
+    ("reader_registered", "an accepted reader that is not done at once is registered with its "
+     "channel beside every reader already there (their count grows by one), so each later "
+     "event is offered to it",
+     "seed 000 'Events, settlement, and waits' (each live subscriber has its own bounded "
+     "queue)"),
     ("cut_off_honest", "a reader is reported cut off only when its channel closed before it "
      "took the terminal event: one that took it, or whose channel is still open, is not",
      "seed 000 'Events, settlement, and waits' (remaining readers are cut off when the "
@@ -95,6 +102,10 @@ class Before:
     held: tuple[int, ...]
     """Cursors held for replay, oldest first."""
     queue_limit: int
+    replay_limit: int
+    max_subscribers: int
+    window: tuple[int, int] | None
+    """What the channel's `replay_window` reported."""
 
 
 def before(channel: RunChannel) -> Before:
@@ -103,6 +114,8 @@ def before(channel: RunChannel) -> Before:
         closed=channel._closed, cursor=channel._cursor, subscribers=len(channel._subscribers),
         terminal_cursor=None if terminal is None else terminal.cursor,
         held=tuple(e.cursor for e in channel._replay), queue_limit=channel._queue_limit,
+        replay_limit=channel._replay.maxlen or 0, max_subscribers=channel._max_subscribers,
+        window=channel.replay_window,  # a property: reads, moves nothing
     )
 
 
@@ -123,6 +136,7 @@ class EventChecks:
     def on_subscribe(self, name: str, after: int, found: Before, sub: Subscription | None,
                      error: BaseException | None) -> None:
         where = {"sub": name, "after": after, "found": found.__dict__}
+        self._replay_window(name, found)
         expected: type[BaseException] | None = None
         if found.closed:
             expected = ChannelClosed
@@ -130,7 +144,7 @@ class EventChecks:
             expected = InvalidCursor
         elif after > found.cursor:
             expected = CursorFromFuture
-        elif found.subscribers >= MAX_SUBSCRIBERS:
+        elif found.subscribers >= found.max_subscribers:
             expected = CapacityExceeded
         got = None if error is None else type(error)
         if got is not expected:
@@ -144,6 +158,7 @@ class EventChecks:
                 self.fail("subscribe_honest", f"{name} subscribed past the terminal event but "
                           "is not done at once", **where)
             return
+        self._registered(name, sub, found)
         first = found.held[0] if found.held else found.cursor + 1
         missed = [c for c in found.held if c > after]
         resync = after < first - 1 or len(missed) > found.queue_limit
@@ -154,6 +169,26 @@ class EventChecks:
                       f"{'a resync' if sub._resync is not None else 'no resync'} and "
                       f"{len(queued)} queued; owed {'a resync' if resync else 'no resync'} "
                       f"and {len(missed)}", **where)
+
+    def _replay_window(self, name: str, found: Before) -> None:
+        held, cursor = found.held, found.cursor
+        owed = (cursor - len(held) + 1, cursor) if held else None
+        dense = held == tuple(range(cursor - len(held) + 1, cursor + 1))
+        from_one = len(held) >= found.replay_limit or (held[:1] or (1,))[0] == 1
+        if dense and from_one and (held or cursor == 0) and found.window == owed:
+            return
+        self.fail("replay_window_honest", f"{name} found a channel at cursor {cursor} holding "
+                  f"{len(held)} event(s) for replay (cursors {held[:1]}..{held[-1:]}, limit "
+                  f"{found.replay_limit}) that reports the window {found.window}",
+                  sub=name, found=found.__dict__)
+
+    def _registered(self, name: str, sub: Subscription, found: Before) -> None:
+        readers = sub._channel._subscribers
+        if readers.get(sub._key) is sub and len(readers) == found.subscribers + 1:
+            return
+        self.fail("reader_registered", f"{name} was accepted by a channel that had "
+                  f"{found.subscribers} reader(s) and now has {len(readers)}, "
+                  f"{'with' if readers.get(sub._key) is sub else 'without'} it", sub=name)
 
     def on_stream_end(self, name: str, sub: Subscription, channel: RunChannel,
                       slow: bool) -> None:

@@ -862,6 +862,31 @@ def _subscribe_clamped(self: RunChannel, after_cursor: int = 0) -> Subscription:
     return RULE_BREAKS.unbroken(_subscribe_clamped)(self, min(after_cursor, self.cursor))
 
 
+def _channel_from_cursor_one(self: RunChannel, run_id: UUID, snapshot: Any,
+                             **bounds: Any) -> None:
+    """A channel whose first event takes cursor 2 (the mutation tool's survivor
+    `channel.py:108`, `self._cursor = 0` made 1): readers resuming from a cursor they
+    were given are off by one from the replay."""
+    RULE_BREAKS.unbroken(_channel_from_cursor_one)(self, run_id, snapshot, **bounds)
+    self._cursor = 1
+
+
+def _replay_window_short(self: RunChannel) -> tuple[int, int] | None:
+    """A replay window that ends one event early (the mutation tool's survivor
+    `channel.py:137`, `[-1]` made `[-2]`)."""
+    if not self._replay:
+        return None
+    return self._replay[0].cursor, self._replay[-2 if len(self._replay) > 1 else -1].cursor
+
+
+def _subscribe_reusing_keys(self: RunChannel, after_cursor: int = 0) -> Subscription:
+    """Every reader registered under one key, so a later reader displaces an earlier one,
+    which is offered nothing more (the mutation tool's survivor `channel.py:207`, `+ 1`
+    made `* 1`)."""
+    self._next_key = 0
+    return RULE_BREAKS.unbroken(_subscribe_reusing_keys)(self, after_cursor)
+
+
 async def _close_is_a_no_op(self: RunChannel, grace: float = 0.0) -> None:
     """A close that takes the channel for closed already: it neither drains nor cuts
     off its readers, and the bus drops the channel with them still attached (the
@@ -1030,6 +1055,9 @@ RULE_BREAKS = BreakTable({
     "repeat_closing_refused": (job_rules, "check_lease", _lease_check_without_repeats),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
+    "first_cursor_two": (RunChannel, "__init__", _channel_from_cursor_one),
+    "replay_window_short": (RunChannel, "replay_window", property(_replay_window_short)),
+    "reader_keys_reused": (RunChannel, "subscribe", _subscribe_reusing_keys),
     "close_without_grace": (RunChannel, "close", _close_without_grace),
     "close_is_a_no_op": (RunChannel, "close", _close_is_a_no_op),
     "reader_leaves_unsignalled": (RunChannel, "_remove", _remove_unsignalled),

@@ -516,6 +516,16 @@ RULES: tuple[Rule, ...] = (
          "resync boundary when the cursor is older than the window; a cursor from the "
          "future, a closed channel or a full channel is refused",
          ("subscribe_honest",), ("events",), (_b("future_cursor_clamped", "events", 1),)),
+    Rule("events.cursor_sequence", S000, "Events, settlement, and waits",
+         "every event takes the next cursor of its channel, the first one 1; replay holds "
+         "the newest of them up to its limit, and the channel reports that span as its "
+         "replay window",
+         ("replay_window_honest",), ("events",),
+         (_b("first_cursor_two", "events", 1), _b("replay_window_short", "events", 1))),
+    Rule("events.readers_independent", S000, "Events, settlement, and waits",
+         "each accepted reader is registered on its own beside the readers already on the "
+         "channel, so a later reader never displaces an earlier one from the live stream",
+         ("reader_registered",), ("events",), (_b("reader_keys_reused", "events", 1),)),
     Rule("events.close_drains", S000, "Events, settlement, and waits",
          "after the terminal event a channel closes only once its readers drained it (or "
          "the grace expired): a reader that keeps up sees the terminal event",

@@ -101,8 +101,9 @@ class Boot(Incarnation):
         )
         self.vessel = build_vessel(self.deps, registry=world.registry)
         if world.event_limits is not None:
-            replay, queue = world.event_limits
-            self.vessel.worker.bus = EventBus(replay_limit=replay, queue_limit=queue)
+            replay, queue, bounds = world.event_limits
+            self.vessel.worker.bus = EventBus(replay_limit=replay, queue_limit=queue,
+                                              max_subscribers=bounds[(number - 1) % len(bounds)])
         # The PostgreSQL profile is strict: a degraded reconciliation refuses to start,
         # and the world reboots until it can (the checker sees it in the trace).
         self.lifespan = Lifespan(self.vessel, strict=True, boot_lease_s=world.boot_lease_s)
@@ -349,11 +350,13 @@ class World:
     on PostgreSQL (issue 15): set by scenarios of zombie and concurrent boots."""
     vessels: int = 1
     """Vessel processes serving the one database at once, each restarted after a death."""
-    event_limits: tuple[int, int] | None = None
+    event_limits: tuple[int, int, tuple[int, ...]] | None = None
+    """(replay, queue, subscriber bounds) of every boot's event channels instead of the
+    runtime's (256, 256, 1024): the events scenario reaches its resync boundaries with
+    fewer tokens, and its readers the subscriber bound; boot n takes the bound
+    `bounds[(n - 1) % len(bounds)]`."""
     group_commit: bool = False
     """Boots' ledgers offer `append_steps`, so Step writers group-commit (SimBatchLedger)."""
-    """(replay, queue) limits of every boot's event channels instead of the runtime's
-    (256 each): the events scenario reaches its resync boundaries with fewer tokens."""
     writer: Boot | None = None
     """The boot whose ledger write the checker is looking at (set by SimLedger)."""
     taken_by: dict[str, int] = field(default_factory=dict)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from runtime.events.channel import EventSink, RunChannel, SnapshotSource
+from runtime.events.channel import MAX_SUBSCRIBERS, EventSink, RunChannel, SnapshotSource
 from runtime.events.errors import CapacityExceeded
 from runtime.events.model import CLOSE_GRACE_S, QUEUE_LIMIT, REPLAY_LIMIT
 
@@ -28,11 +28,13 @@ class EventBus:
         max_channels: int = MAX_CHANNELS,
         replay_limit: int = REPLAY_LIMIT,
         queue_limit: int = QUEUE_LIMIT,
+        max_subscribers: int = MAX_SUBSCRIBERS,
     ) -> None:
         self._channels: dict[UUID, RunChannel] = {}
         self._max_channels = max_channels
         self._replay_limit = replay_limit
         self._queue_limit = queue_limit
+        self._max_subscribers = max_subscribers
 
     def open(
         self, run_id: UUID, snapshot: SnapshotSource, *, sink: EventSink | None = None
@@ -60,6 +62,7 @@ class EventBus:
             sink=sink,
             replay_limit=self._replay_limit,
             queue_limit=self._queue_limit,
+            max_subscribers=self._max_subscribers,
         )
         self._channels[run_id] = channel
         return channel

@@ -26,12 +26,14 @@ KINDS = ("fast", "slow", "late", "future", "stalled")
 """`stalled`: subscribes, then reads nothing for STALL_S (a stream of 80 tokens), so
 its queue overflows and its resync is often taken after the terminal event."""
 STALL_S = 4.0
-LIMITS = (64, 64)
+LIMITS = (64, 64, (3, 1))
 """Replay window and reader queue of the channels here, a quarter of the runtime's
 256: a stream of a quarter of the tokens (and subscribers joining four times as
 often) meets the same boundaries (a late reader outside the replay window, a slow
 reader falling behind) at a quarter of the cost; the runtime's own limits are
-exercised by tests/unit/test_event_bus.py."""
+exercised by tests/unit/test_event_bus.py. Readers per channel: 3 in the first
+boot, so readers share a channel and some are refused for a full one, and 1 in
+the next (the smallest bound a channel takes), alternating after each restart."""
 
 
 def content(world: World, pattern: str) -> dict[str, Any]:

@@ -465,3 +465,22 @@ def test_a_replay_that_republishes_a_claimed_hop_is_caught() -> None:
     assert invariant == "publish_open_hop"
     assert "read CLAIMED" in message
     assert run_simulation(seed, "admission_race", "swarm").ok
+
+
+def test_a_channel_counting_from_two_or_misreporting_its_window_is_caught() -> None:
+    """A channel's replay holds consecutive cursors from 1 and reports that span
+    (sim.event_checks, replay_window_honest): one break starts the cursors at 2, the
+    other reports a window one event short."""
+    for name, shown in (("first_cursor_two", "cursors (2,)"), ("replay_window_short", "window")):
+        seed, _, message = _first_violation("events", name, range(1, 10), "replay_window_honest")
+        assert shown in message
+        assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_reader_displacing_another_is_caught() -> None:
+    """Each accepted reader joins its channel beside the others (sim.event_checks,
+    reader_registered): the break registers every reader under one key."""
+    seed, _, message = _first_violation("events", "reader_keys_reused", range(1, 10),
+                                        "reader_registered")
+    assert "now has" in message
+    assert run_simulation(seed, "events", "swarm").ok

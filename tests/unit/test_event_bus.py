@@ -424,6 +424,16 @@ async def test_bus_discard_only_removes_the_named_channel() -> None:
     bus.discard(RUN)  # idempotent
 
 
+async def test_bus_gives_its_channels_its_subscriber_bound() -> None:
+    bus = EventBus(max_subscribers=1)
+    ch = bus.open(UUID(int=1), Record())
+    ch.subscribe(0)
+    with pytest.raises(CapacityExceeded, match="at most 1"):
+        ch.subscribe(0)
+    with pytest.raises(ValueError, match="positive"):
+        EventBus(max_subscribers=0).open(UUID(int=2), Record())
+
+
 async def test_bus_is_bounded_and_evicts_closed_channels_first() -> None:
     bus = EventBus(max_channels=2)
     a = bus.open(UUID(int=1), Record())
