@@ -164,3 +164,11 @@ def test_pydantic_validators_are_classmethods_with_or_without_the_decorator() ->
             raise AssertionError("negative x accepted")
         except ValueError as exc:
             assert "negative" in str(exc)
+
+
+def test_unfenced_is_the_greatest_late_job_so_gte_means_is() -> None:
+    """The debts.py:79 equivalence (`is LateJob.UNFENCED` made `>=`) holds only while
+    UNFENCED's value is the greatest of LateJob's string values."""
+    from runtime.publish_fence import LateJob
+
+    assert [m for m in LateJob if m >= LateJob.UNFENCED] == [LateJob.UNFENCED]
