@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -56,6 +57,9 @@ MODEL_KINDS = (
 STORE_READ = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_LATENCY)
 STORE_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind.LEDGER_LATENCY)
 
+Pace = Callable[[random.Random], tuple[float, bool]]
+"""Draws one model call's duration (s) and whether the model is overloaded."""
+
 CallKey = tuple[UUID, int, int]
 """(job id, interpretation, reserved call number): one model call."""
 
@@ -88,9 +92,14 @@ class SimModel:
 class SimModelClient:
     """The ModelClient of one worker process."""
 
-    def __init__(self, world: World, proc: Process, version: str | None = None) -> None:
+    def __init__(self, world: World, proc: Process, version: str | None = None,
+                 pace: Pace | None = None) -> None:
         self.world = world
         self.proc = proc
+        self.pace = pace
+        """When given, it draws each call's duration and whether the model is overloaded
+        (answers a retryable error with its usage), and the answer then takes one more
+        scheduling step to reach the worker; None: the SLOW_CALLS mix."""
         self.model = world.model
         self.version = version or self.model.version
         self.context_limit = self.model.context_limit
@@ -108,8 +117,16 @@ class SimModelClient:
                          interpretation=request.interpretation, call=request.call)
         fault, _ = proc.fire("model.extract", MODEL_KINDS)
         rng = world.streams.actors
-        slow = rng.random() < SLOW_CALLS
-        await anyio.sleep(round(rng.uniform(20.0, 40.0) if slow else rng.uniform(0.5, 20.0), 3))
+        overloaded = fault is FaultKind.ACTOR_FAIL
+        if self.pace is None:
+            slow = rng.random() < SLOW_CALLS
+            await anyio.sleep(round(rng.uniform(20.0, 40.0) if slow else rng.uniform(0.5, 20.0),
+                                    3))
+        else:
+            delay, busy = self.pace(rng)
+            overloaded = overloaded or busy
+            await anyio.sleep(delay)
+            await anyio.lowlevel.checkpoint()  # the answer crosses the network
         if fault is FaultKind.WORKER_CRASH:
             record.outcome = "crashed"
             proc.crash("crash while a model call is out")
@@ -124,7 +141,7 @@ class SimModelClient:
             raise ConnectionResetError("the model answered but the reply was lost")
         error: RetryableModelError | None = None
         usage = reply.usage
-        if fault is FaultKind.ACTOR_FAIL:
+        if overloaded:
             usage = Usage(input_tokens=len(request.payload), output_tokens=0)
             record.billed = usage
             error = RetryableModelError("the model is overloaded", usage=usage)

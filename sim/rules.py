@@ -639,8 +639,9 @@ RULES: tuple[Rule, ...] = (
     Rule("jobs.usage", S004, "Alpha.2 accounting",
          "the attempt log keeps only usage the model returned, under the call that returned "
          "it (a fenced-out result's usage keeps its call's interpretation after a "
-         "reprocess); unknown usage is None, never a zero bill",
-         ("usage_never_fabricated",), ("leased_jobs",),
+         "reprocess), and keeps the usage of an answer that arrived as its lease was lost; "
+         "unknown usage is None, never a zero bill",
+         ("usage_never_fabricated",), ("leased_jobs", "lapsed_lease"),
          (_b("usage_zero_when_unknown", "leased_jobs", 1),
           _b("refused_usage_relabelled", "leased_jobs", 1))),
     Rule("jobs.lease_refusals", S004, "Leases and fences",

@@ -60,6 +60,7 @@ def _load_builtin() -> None:
         bad_input,
         basic,
         events,
+        lapsed_lease,
         leased_jobs,
         mutations,
         restarts,

@@ -36,7 +36,14 @@ from runtime.jobs import (
     run_once,
 )
 from runtime.jobs.models import JobPolicy, digest_text
-from sim.leased import CANARY_VERSION, MODEL_VERSION, SimJobStore, SimModelClient, worker_faults
+from sim.leased import (
+    CANARY_VERSION,
+    MODEL_VERSION,
+    Pace,
+    SimJobStore,
+    SimModelClient,
+    worker_faults,
+)
 from sim.processes import Process, supervise
 from sim.scenarios import Scenario, register
 from sim.world import World
@@ -80,13 +87,15 @@ def payload(rng: random.Random, i: int) -> str:
 
 
 async def work(world: World, proc: Process, version: str | None = None,
-               idle: tuple[float, float] = (1.0, 5.0)) -> None:
+               idle: tuple[float, float] = (1.0, 5.0), pace: Pace | None = None,
+               store_type: type[SimJobStore] = SimJobStore) -> None:
     """One `vessel jobs work` process: claim, attempt, repeat; back off when idle
-    (a canary backs off after every step)."""
-    store = SimJobStore(world, proc)
+    (a canary backs off after every step). `pace` draws the model's call durations
+    (sim.leased.SimModelClient), `store_type` is the process's JobStore seam."""
+    store = store_type(world, proc)
     ctx = WorkerContext(
         store=cast(JobStore, store),
-        model=SimModelClient(world, proc, version),
+        model=SimModelClient(world, proc, version, pace),
         clock=world.clock,
         workspace=WORKSPACE,
         worker_id=proc.id,

@@ -250,3 +250,29 @@ def test_resubmitting_without_proof_is_caught() -> None:
     broken = _first_violation("service", "blind_resubmit", range(1, 60))
     assert broken.invariant == "service_single_effect"
     assert run_simulation(broken.seed, "service", "swarm").ok
+
+
+def test_lapsed_lease_answers_arriving_as_the_lease_is_lost_keep_their_usage() -> None:
+    """`lapsed_lease`: model calls outlive their lease (a renewal is refused while the call
+    runs) and are cancelled; some answer at the very instant of that refusal, and their
+    worker still hands the answer to the store, which refuses it there yet keeps its usage
+    in the attempt log (seed 004, "Alpha.2 accounting")."""
+    from datetime import timedelta
+
+    from sim.clock import EPOCH
+
+    result = run_simulation(1, "lapsed_lease", "calm")
+    assert result.ok, (result.invariant, result.violation, result.error)
+    events = [json.loads(line) for line in result.trace_lines]
+    lost = {(e["data"]["job"], e["t"]) for e in events
+            if e["event"] == "tx.renew" and e["data"].get("refused")}
+    answered = [e for e in events if e["event"] in ("tx.stage", "tx.schedule_retry")
+                and (e["data"]["job"], e["t"]) in lost]
+    assert len(lost) > len(answered) > 0
+    log = _world(result).jobs.event_log
+    for e in answered:
+        assert e["data"].get("refused")
+        at = EPOCH + timedelta(seconds=e["t"])
+        kept = [a for job, entries in log.items() if str(job) == e["data"]["job"]
+                for a in entries if a.at == at and a.refused is not None]
+        assert kept and all(a.usage is not None for a in kept), e
