@@ -100,6 +100,8 @@ class Relays:
             return await ledger.page_runs((status,), cursor, limit)
 
         async def guarded(run: Run) -> bool:
+            """Isolated per Run: a failure answers False, so the page is revisited and
+            the Runs after this one are still visited (the scheduler relies on it)."""
             try:
                 return await visit(run)
             except Exception as exc:

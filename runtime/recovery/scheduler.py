@@ -21,7 +21,9 @@ from runtime.models import Run
 Cursor = tuple[datetime, UUID] | None
 PageReader = Callable[[Cursor, int], Awaitable[list[Run]]]
 Visit = Callable[[Run], Awaitable[bool]]
-"""Recover one Run; True when it needs no further attention."""
+"""Recover one Run; True when it needs no further attention. It must not raise: the
+caller isolates each Run (Relays._step's `guarded` answers False for any Exception),
+so one Run's failure neither ends the page nor skips the Runs after it."""
 
 
 @dataclass
@@ -52,10 +54,7 @@ class PageScheduler:
         page = await read(start, self.page_size)
         unfinished = False
         for run in page:
-            try:
-                done = await visit(run)
-            except Exception:
-                done = False  # isolated per Run: the page is revisited
+            done = await visit(run)
             unfinished = unfinished or not done
         if unfinished and start not in self._held:
             self._held.add(start)
