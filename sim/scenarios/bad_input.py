@@ -3,7 +3,8 @@ an ordinary service world. Two leased-job workers drain the jobs an evidence
 producer receives, and one service worker submits and reconciles the attempts a
 requester prepares; meanwhile the client sends what no honest writer does,
 each value just past the bound the record or the store admits: an evidence
-delivery with an empty workspace (decoded from its JSON form), stage and
+delivery with an empty workspace (decoded from its JSON form), an
+interpretation record numbered 0 or under fence -1 (from a JSON export), stage and
 close calls under fence -1 (the client's "no fence") carrying usage, and an
 attempt record with its binding or request missing. (A cancel-settle of an
 attempt it had just prepared was dropped: the service worker can send the
@@ -16,12 +17,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from uuid import UUID
 
 import anyio
 from pydantic import ValidationError
 
 from runtime.jobs import EvidenceRecord
-from runtime.jobs.models import AttemptFailure, StagedResult, Usage
+from runtime.jobs.models import (
+    AttemptFailure,
+    Interpretation,
+    JobState,
+    StagedResult,
+    Usage,
+)
 from runtime.service import (
     AttemptOwner,
     ServiceJobAttempt,
@@ -94,6 +102,22 @@ def bad_evidence(world: World) -> None:
     emit(world, "evidence.decode", "invalid", error, ("workspace",))
 
 
+def bad_interpretation(world: World, n: int) -> None:
+    """An interpretation record from a client's export numbered 0 (odd rounds) or under
+    fence -1 (even rounds): neither was ever staged. No draw of its own (ids from `n`)."""
+    field = "number" if n % 2 else "fence"
+    raw = json.dumps({"job_id": str(UUID(int=n)), "number": 0 if field == "number" else 1,
+                      "fence": NO_FENCE if field == "fence" else 1,
+                      "model_version": MODEL_VERSION, "state": JobState.PUBLISHED.value,
+                      "bundle": {"facts": []}, "created_at": world.clock.now().isoformat()})
+    error: BaseException | None = None
+    try:
+        Interpretation.model_validate_json(raw)
+    except Exception as exc:
+        error = exc
+    emit(world, "interpretation.decode", "invalid", error, (field,))
+
+
 def bad_attempt_record(world: World, n: int) -> None:
     """An attempt record from the requester's outbox without its binding or request."""
     rng = world.streams.actors
@@ -132,6 +156,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
         state.busy = True
         try:
             bad_evidence(world)
+            bad_interpretation(world, state.rounds)
             bad_attempt_record(world, state.rounds)
             await bad_jobs_call(world)
         finally:

@@ -276,3 +276,17 @@ def test_lapsed_lease_answers_arriving_as_the_lease_is_lost_keep_their_usage() -
         kept = [a for job, entries in log.items() if str(job) == e["data"]["job"]
                 for a in entries if a.at == at and a.refused is not None]
         assert kept and all(a.usage is not None for a in kept), e
+
+
+def test_bad_input_interpretation_records_are_refused_naming_the_bad_field() -> None:
+    """`bad_input`: the client decodes interpretation records numbered 0 or under fence -1
+    (seed 004: interpretations are numbered from 1, fences from 0); each fails validation
+    naming that field."""
+    result = run_simulation(1, "bad_input", "calm")
+    assert result.ok, (result.invariant, result.violation, result.error)
+    calls = [json.loads(line)["data"] for line in result.trace_lines
+             if '"event":"bad_input.call"' in line]
+    decoded = [c for c in calls if c["target"] == "interpretation.decode"]
+    assert {tuple(c["fields"]) for c in decoded} == {("number",), ("fence",)}
+    assert all(c["outcome"] == "ValidationError" and set(c["fields"]) <= set(c["named"])
+               for c in decoded)
