@@ -850,6 +850,20 @@ async def _verdict_last_writer_wins(
     return decided
 
 
+async def _verdict_answered_as_asked(
+    self: MemoryLedger, consent_id: UUID, approve: bool, principal: str, now: datetime
+) -> Consent | None:
+    """A verdict CAS that answers with the verdict asked for, not the row that stands: a
+    verdict that lost the race to the contradicting one is answered as decided (the
+    mutation tool's survivor `consent.py:43`, the loser test made `>`)."""
+    decided = await RULE_BREAKS.unbroken(_verdict_answered_as_asked)(
+        self, consent_id, approve, principal, now)
+    if decided is None or not decided.status.decided:
+        return decided
+    return decided.model_copy(
+        update={"status": ConsentStatus.APPROVED if approve else ConsentStatus.DENIED})
+
+
 async def _verdict_left_to_relay(engine: RunEngine, run: Run) -> RunDelivery | None:
     """A verdict that is recorded but re-admits nothing: the Run waits for the relay's
     next pass (the relay and startup re-fire through their own reference)."""
@@ -1072,6 +1086,7 @@ RULE_BREAKS = BreakTable({
     "resume_refuses_failed_job": (Waits, "context_for", _refuse_unsuccessful_job),
     "verdict_left_to_relay": (consent_module, "refire_consent", _verdict_left_to_relay),
     "verdict_last_writer_wins": (MemoryLedger, "decide_consent", _verdict_last_writer_wins),
+    "verdict_answered_as_asked": (MemoryLedger, "decide_consent", _verdict_answered_as_asked),
 }, companions={
     "no_session_fence": [(MemoryLedger, "_session_busy", _session_never_busy)],
     "evidence_repaired_twice": [(MemoryLedger, "evidence_debts", _every_terminal_run)],

@@ -248,10 +248,12 @@ RULES: tuple[Rule, ...] = (
     Rule("consent.verdict_readmits", S000, "Events, settlement, and waits",
          "a verdict records its decision principal (only the consent's owner may decide) and "
          "re-admits the parked Run through the owner CAS before it answers; a duplicate "
-         "verdict is inert and a late contradicting one is refused (the first one stands)",
+         "verdict is inert and a late contradicting one is refused (the first one stands); "
+         "of two verdicts racing one consent the CAS's loser is refused",
          ("verdict_honoured",), ("consent",),
          (_b("verdict_left_to_relay", "consent", 1),
-          _b("verdict_last_writer_wins", "consent", 9))),
+          _b("verdict_last_writer_wins", "consent", 9),
+          _b("verdict_answered_as_asked", "consent", 1))),
     Rule("waits.fresh_sequence", S003, "Return makes a new claim",
          "a return allocates a fresh sequence (seq + 1) with a PENDING delivery in the same "
          "commit; the parked generation stays closed",

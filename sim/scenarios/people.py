@@ -30,6 +30,10 @@ class Approver:
     not_before: dict[UUID, float] = field(default_factory=dict)
     approve: float = 0.75
     """Share of verdicts that approve (an application's workload may set its own)."""
+    contradict: float = 0.0
+    """Share of unfaulted verdicts a second screen of the owner answers at the same
+    moment with the other answer: two verdicts race for one consent's CAS, and the
+    loser must be refused (seed 000, concurrent handlers converge). Zero draws nothing."""
 
     async def run(self, until: float | None = None) -> None:
         while until is None or anyio.current_time() < until:
@@ -57,6 +61,11 @@ class Approver:
             approve = rng.random() < self.approve
             wrong = pf is not None and pf.fault is FaultKind.ACTOR_FAIL
             times = 2 if pf is not None and pf.fault is FaultKind.ACTOR_DUPLICATE else 1
+            if pf is None and self.contradict > 0 and rng.random() < self.contradict:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._decide, cid, approve, False)
+                    tg.start_soon(self._decide, cid, not approve, False)
+                continue
             for _ in range(times):
                 await self._decide(cid, approve, wrong)
             if times == 2:

@@ -2,7 +2,8 @@
 
 - `consent`: Runs of `consent_gate` (one to four approval rounds, sometimes
   several approvals at once) decided by an approver who may be slow, late,
-  repeat a verdict (then contradict it) or use the wrong principal;
+  repeat a verdict (then contradict it) or use the wrong principal, and whose two
+  screens sometimes answer one consent at once, one each way (the CAS's loser is refused);
 - `consent_batched`: the `consent` workload on a ledger that group-commits Steps
   (as PostgreSQL does), so Step writers batch and linger, and a parking hop's
   flush meets a writer still holding its lifecycle Steps;
@@ -78,9 +79,9 @@ def content(world: World, pattern: str) -> dict[str, Any]:
 
 async def _with_people(
     world: World, patterns: tuple[str, ...], operator: bool, reread: float = 0.0,
-    at_claim: float = 0.0,
+    at_claim: float = 0.0, contradict: float = 0.0,
 ) -> None:
-    approver = Approver(world)
+    approver = Approver(world, contradict=contradict)
     world.actors["approver"] = approver
     async with anyio.create_task_group() as tg:
         tg.start_soon(approver.run)
@@ -111,14 +112,17 @@ def _scenario(
     tune: Callable[[FaultOptions], FaultOptions] | None = None,
     reread: float = 0.0,
     at_claim: float = 0.0,
+    contradict: float = 0.0,
 ) -> Scenario:
     async def drive(world: World) -> None:
-        await _with_people(world, patterns, operator, reread, at_claim)
+        await _with_people(world, patterns, operator, reread, at_claim, contradict)
 
     return register(Scenario(name, _describe(name), drive, heal, tune=tune))
 
 
 PUBLISH_IN_FLIGHT_S = 30.0
+CONTRADICTING_SCREENS = 0.15
+"""consent: the share of verdicts two screens of the owner answer at once, one each way."""
 
 
 def _publishes_in_flight(options: FaultOptions) -> FaultOptions:
@@ -135,7 +139,7 @@ def _describe(name: str) -> str:
     return name
 
 
-CONSENT = _scenario("consent", ("consent_gate",))
+CONSENT = _scenario("consent", ("consent_gate",), contradict=CONTRADICTING_SCREENS)
 
 
 def _group_commit(world: World) -> None:

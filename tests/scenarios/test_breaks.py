@@ -407,6 +407,17 @@ def test_a_gate_whose_approved_effect_never_lands_is_caught() -> None:
     assert run_simulation(seed, "consent", "swarm").ok
 
 
+def test_a_verdict_that_lost_the_race_answered_as_decided_is_caught() -> None:
+    """Of two verdicts racing one consent (the consent scenario's two screens) the
+    CAS's loser is refused (sim.stasis_checks, verdict_honoured): the break's CAS
+    answers with the verdict asked for, so the loser reads as decided; the same seed
+    holds unbroken."""
+    seed, _, message = _first_violation("consent", "verdict_answered_as_asked", range(1, 6),
+                                        "verdict_honoured")
+    assert "answered decided but the consent is" in message
+    assert run_simulation(seed, "consent", "swarm").ok
+
+
 def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
     """A barrier ends a Step writer's linger (sim.event_checks, barrier_ends_linger): the
     break's linger ignores a lone barrier, so a parking hop's flush waits it out."""
