@@ -847,6 +847,9 @@ class Checker:
                      error: BaseException | None) -> None:
         self._guarded(lambda: self.event_checks.on_subscribe(name, after, found, sub, error))
 
+    def on_unread(self, name: str, sub: Subscription, channel: RunChannel) -> None:
+        self._guarded(lambda: self.event_checks.on_unread(name, sub, channel))
+
     def on_step_append(self, caller: FrameType | None) -> None:
         self._guarded(lambda: self.event_checks.on_step_append(caller))
 

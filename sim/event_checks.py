@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from runtime.events.channel import ResyncReason
 from runtime.events.errors import (
     CapacityExceeded,
     ChannelClosed,
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 
 WRITER_APPENDS = ("_process", "_process_group")
 """The StepWriter methods that hand a taken group to the ledger."""
+
+QUEUE_BOUND = 256
+"""The checker's copy of a live reader's queue bound (seed 000), unless the world shrinks
+the channels' bounds (`World.event_limits`, the `events` scenario's 64)."""
 
 INVARIANTS = (
     ("subscribe_honest", "a subscription is refused exactly when the channel is closed, the "
@@ -83,6 +88,13 @@ INVARIANTS = (
      "left, waiting out its grace for nobody",
      "seed 000 'Events, settlement, and waits' (close waits until every subscriber has "
      "taken the terminal event or left, or until the grace expires)"),
+    ("reader_queue_bound", "a live reader holds at most 256 undelivered events (the "
+     "world's own bound where it shrinks the channels): while it takes nothing, every "
+     "event after its last cursor is queued for it as long as there are at most 256, "
+     "and once there are more it is owed one resync boundary instead, never earlier "
+     "(judged as each event reaches a stalled reader)",
+     "seed 000 'Events, settlement, and waits' (each live subscriber's queue holds at "
+     "most 256 events; a reader whose queue would overflow gets one resync boundary)"),
     ("barrier_ends_linger", "a Step writer holding queued Steps for a later group "
      "(lingering) stops holding them once a barrier waits on it: it never waits for more "
      "work while a barrier waits and Steps are queued",
@@ -133,6 +145,28 @@ class EventChecks:
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         self.checker.fail(invariant, message, **records)
 
+    @property
+    def queue_bound(self) -> int:
+        """A reader's queue bound as the checker knows it (not the channel's own)."""
+        limits = self.checker.world.event_limits
+        return QUEUE_BOUND if limits is None else limits[1]
+
+    def on_unread(self, name: str, sub: Subscription, channel: RunChannel) -> None:
+        """Reader `name` has taken nothing since its last cursor (stalled) and the
+        channel has just offered it an event (or it just subscribed), before any
+        await: reader_queue_bound."""
+        if sub._done or sub._resync is ResyncReason.OUTSIDE_REPLAY:
+            return  # gone, or owed the boundary it started with
+        behind, bound = channel._cursor - sub._last, self.queue_bound
+        owed, queued = sub._resync is not None, len(sub._queue)
+        if owed == (behind > bound) and queued == (0 if owed else behind):
+            return
+        self.fail("reader_queue_bound", f"{name}, {behind} event(s) behind its cursor "
+                  f"{sub._last} and taking none, holds {queued} queued "
+                  f"{'with' if owed else 'without'} a resync owed; owed "
+                  f"{'one resync and none queued' if behind > bound else f'all {behind}'} "
+                  f"(queue bound {bound})", sub=name, run=str(channel.run_id))
+
     def on_subscribe(self, name: str, after: int, found: Before, sub: Subscription | None,
                      error: BaseException | None) -> None:
         where = {"sub": name, "after": after, "found": found.__dict__}
@@ -161,7 +195,7 @@ class EventChecks:
         self._registered(name, sub, found)
         first = found.held[0] if found.held else found.cursor + 1
         missed = [c for c in found.held if c > after]
-        resync = after < first - 1 or len(missed) > found.queue_limit
+        resync = after < first - 1 or len(missed) > self.queue_bound
         queued = [e.cursor for e in sub._queue]
         if sub._done or (sub._resync is not None) != resync or \
                 (not resync and queued != missed) or (resync and queued):

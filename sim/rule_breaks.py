@@ -37,7 +37,7 @@ from runtime.errors import (
     SessionBusy,
     StopUnproven,
 )
-from runtime.events.channel import RunChannel, Subscription
+from runtime.events.channel import ResyncReason, RunChannel, Subscription
 from runtime.events.hop import TERMINAL_KINDS
 from runtime.events.model import Event
 from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
@@ -435,6 +435,19 @@ def _offer_drops_silently(self: Subscription, event: Event) -> None:
     if self._done or self._resync is not None:
         return
     self._queue.append(event)  # the deque's maxlen silently drops the oldest
+    self._wake.notify()
+
+
+def _offer_resyncs_one_short(self: Subscription, event: Event) -> None:
+    """A reader's queue counted full one event early: the 256th undelivered event becomes
+    a resync boundary instead of being queued (caught by reader_queue_bound)."""
+    if self._done or self._resync is not None:
+        return
+    if len(self._queue) >= self._channel._queue_limit - 1:
+        self._queue.clear()
+        self._resync = ResyncReason.FELL_BEHIND
+    else:
+        self._queue.append(event)
     self._wake.notify()
 
 
@@ -1068,6 +1081,7 @@ RULE_BREAKS = BreakTable({
     "claim_half_lease": (job_rules, "decide_claim", _claim_half_lease),
     "repeat_closing_refused": (job_rules, "check_lease", _lease_check_without_repeats),
     "slow_reader_loses_events": (Subscription, "_offer", _offer_drops_silently),
+    "reader_queue_one_short": (Subscription, "_offer", _offer_resyncs_one_short),
     "future_cursor_clamped": (RunChannel, "subscribe", _subscribe_clamped),
     "first_cursor_two": (RunChannel, "__init__", _channel_from_cursor_one),
     "replay_window_short": (RunChannel, "replay_window", property(_replay_window_short)),

@@ -528,6 +528,13 @@ RULES: tuple[Rule, ...] = (
          "each accepted reader is registered on its own beside the readers already on the "
          "channel, so a later reader never displaces an earlier one from the live stream",
          ("reader_registered",), ("events",), (_b("reader_keys_reused", "events", 1),)),
+    Rule("events.reader_queue_bound", S000, "Events, settlement, and waits",
+         "a live reader's queue holds at most 256 undelivered events: a stalled reader "
+         "has every event after its cursor queued up to 256, and once more arrive it is "
+         "owed one resync boundary instead, never earlier; a backlog of exactly 256 at "
+         "subscription is queued, not a resync",
+         ("reader_queue_bound", "subscribe_honest"), ("long_stream",),
+         (_b("reader_queue_one_short", "long_stream", 1),)),
     Rule("events.close_drains", S000, "Events, settlement, and waits",
          "after the terminal event a channel closes only once its readers drained it (or "
          "the grace expired): a reader that keeps up sees the terminal event",

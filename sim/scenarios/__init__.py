@@ -62,6 +62,7 @@ def _load_builtin() -> None:
         events,
         lapsed_lease,
         leased_jobs,
+        long_stream,
         mutations,
         restarts,
         service,

@@ -70,18 +70,22 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
     except EventError as exc:
         return type(exc).__name__
     checker.on_stream_end(name, sub, channel, slow=bool(pause))
-    _reconnect_at_end(channel, name, sub.last_cursor, checker)
+    reconnect_at_end(channel, name, sub.last_cursor, checker)
     return "ended"
 
 
-def _reconnect_at_end(channel: RunChannel, name: str, last: int, checker: Checker) -> None:
+def reconnect_at_end(channel: RunChannel, name: str, last: int, checker: Checker) -> None:
     """The reader reconnects from its last cursor once it has taken the terminal event
     (a client resuming where it stopped): it must be done at once, or refused if the
-    channel closed meanwhile. Synchronous and untraced: in either answer the channel
-    does not change, so traces are unchanged."""
+    channel closed meanwhile. The cursor comes back as a client sends it (the text of
+    a Last-Event-ID header, parsed): an int equal to the channel's, never the same
+    object, as a real reconnect's is past 256 (CPython shares only small ints).
+    Synchronous and untraced: in either answer the channel does not change, so
+    traces are unchanged."""
     terminal = channel._terminal
     if terminal is None or last < terminal.cursor:
         return
+    last = int(str(last))
     found = event_checks.before(channel)
     try:
         again = channel.subscribe(after_cursor=last)

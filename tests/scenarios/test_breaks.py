@@ -495,3 +495,27 @@ def test_a_reader_displacing_another_is_caught() -> None:
                                         "reader_registered")
     assert "now has" in message
     assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_reader_queue_full_one_event_early_is_caught() -> None:
+    """A stalled reader holds up to 256 undelivered events (sim.event_checks,
+    reader_queue_bound): the break's queue counts itself full at 255, so the 256th
+    event becomes a resync boundary; long_stream's runtime-sized channels show it."""
+    seed, _, message = _first_violation("long_stream", "reader_queue_one_short", range(1, 20),
+                                        "reader_queue_bound")
+    assert "256 event(s) behind" in message and "owed all 256" in message
+    assert run_simulation(seed, "long_stream", "swarm").ok
+
+
+def test_long_stream_passes_the_runtime_s_own_bounds() -> None:
+    """long_stream's streams outgrow 256 events: watched readers fall behind a full
+    queue (a fell_behind resync), edge readers subscribe with a backlog of exactly 256,
+    and readers reconnect past cursor 256 once they took the terminal event."""
+    import json
+
+    result = run_simulation(1, "long_stream", "swarm")
+    assert result.ok, result.violation
+    events = [json.loads(line) for line in result.trace_lines if '"sub.event"' in line]
+    assert max(e["data"]["cursor"] for e in events) > 256
+    assert any(e["data"]["kind"] == "resync" and "watched" in e["data"]["sub"]
+               for e in events)
