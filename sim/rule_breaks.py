@@ -781,6 +781,12 @@ def _indeterminate_only_when_terminal(attempt: ServiceJobAttempt, evidence: Evid
     return RULE_BREAKS.unbroken(_indeterminate_only_when_terminal)(attempt, evidence, now)
 
 
+_ABSENCE_AS_ACKNOWLEDGED = str(service_attempts.ACKNOWLEDGED_JOB_GONE)
+"""Break `absence_claims_acknowledged_job`: the reason a lookup's absence leaves an
+attempt without a provider job identity INDETERMINATE reads as the reason for one with
+it, so the evidence says an acknowledged job was lost where none was acknowledged."""
+
+
 def _running_rewritten(attempt: ServiceJobAttempt, progress_cursor: str | None,
                        now: datetime) -> ServiceJobAttempt:
     """A running report without its repeat test: an attempt already RUNNING at the
@@ -1059,6 +1065,8 @@ RULE_BREAKS = BreakTable({
     "cancel_ignores_no_effect": (service_attempts, "_absent", _absent_never_cancels),
     "indeterminate_not_recorded": (service_rules, "decide_indeterminate",
                                    _indeterminate_only_when_terminal),
+    "absence_claims_acknowledged_job": (service_attempts, "ABSENCE_NOT_PROOF",
+                                        _ABSENCE_AS_ACKNOWLEDGED),
     "running_report_rewritten": (service_rules, "decide_running", _running_rewritten),
     "fresh_prepare_refused": (service_rules, "decide_prepare", _prepare_refuses_new_keys),
     "attempt_digest_unchecked": (ServiceJobAttempt, "consistent", _consistent_without_digest),

@@ -597,10 +597,12 @@ RULES: tuple[Rule, ...] = (
          (_b("attempt_digest_unchecked", "service", 4),)),
     Rule("service.indeterminate", S000, "Service job attempts",
          "a timeout, lost or malformed acknowledgement or absent lookup leaves an attempt "
-         "that may have been sent INDETERMINATE with its evidence, never unrecorded; "
-         "terminal truth is kept and a PREPARED attempt is refused",
+         "that may have been sent INDETERMINATE with its evidence, never unrecorded (an "
+         "absent lookup says truly whether an acknowledged job was lost or the driver "
+         "cannot prove absence); terminal truth is kept and a PREPARED attempt is refused",
          ("service_indeterminate_recorded",), ("service",),
-         (_b("indeterminate_not_recorded", "service", 1),)),
+         (_b("indeterminate_not_recorded", "service", 1),
+          _b("absence_claims_acknowledged_job", "service", 1))),
     Rule("service.running", S000, "Service job attempts",
          "a provider's running report moves a sent attempt with a provider job to RUNNING at "
          "the reported progress; a repeated report of the same progress and a report on a "

@@ -37,6 +37,7 @@ from runtime.jobs.models import (
     LeasedJob,
 )
 from runtime.service import models as service_models
+from runtime.service.attempts import ABSENCE_NOT_PROOF, ACKNOWLEDGED_JOB_GONE
 from runtime.service.driver import ProviderStatus
 from runtime.service.models import (
     RESUBMIT_PROOFS,
@@ -118,8 +119,10 @@ INVARIANTS = (
      "sealed over another request, or without a key, is refused before it is prepared",
      "seed 000 'Service job attempts' (the attempt persists the exact request digest)"),
     ("service_indeterminate_recorded", "an attempt that may have been sent (submitting, "
-     "accepted, running, indeterminate) is left INDETERMINATE with the evidence why; a "
-     "terminal one keeps its truth unchanged; a PREPARED one is refused (never sent)",
+     "accepted, running, indeterminate) is left INDETERMINATE with the evidence why (a "
+     "lookup's absence says truly whether an acknowledged job was lost or the driver "
+     "cannot prove absence); a terminal one keeps its truth unchanged; a PREPARED one is "
+     "refused (never sent)",
      "seed 000 'Service job attempts' (a timeout, disconnect or malformed acknowledgement "
      "settles INDETERMINATE, never FAILED)"),
     ("service_running_recorded", "a provider's running report moves a sent attempt with "
@@ -722,6 +725,26 @@ class ServiceChecks:
             self.fail("service_indeterminate_recorded", f"marking attempt {found.id} "
                       f"({found.state.value}) indeterminate on {evidence.kind.value} answered "
                       f"{answer}", attempt=_attempt(found))
+        if evidence.kind is EvidenceKind.LOOKUP_ABSENT:
+            self._judge_absence_reason(found, evidence)
+
+    def _judge_absence_reason(self, found: ServiceJobAttempt, evidence: Evidence) -> None:
+        """A lookup's absence says truly why it proves nothing: an acknowledged job lost
+        only of an attempt holding a provider job identity (never cleared once recorded,
+        so the one the runtime read held it too), and absence as no proof only under a
+        provider that neither proves absence nor replays by key (fixed per seed)."""
+        provider = self.world.provider
+        if evidence.detail == ACKNOWLEDGED_JOB_GONE:
+            truthful = found.provider_job_id is not None
+        elif evidence.detail == ABSENCE_NOT_PROOF:
+            truthful = not (provider.lookup_proves_absence or provider.replays_same_key)
+        else:
+            truthful = False
+        if not truthful:
+            self.fail("service_indeterminate_recorded", f"attempt {found.id} (provider job "
+                      f"{found.provider_job_id}) was left indeterminate on a lookup's absence "
+                      f"saying {evidence.detail!r} under the {provider.profile!r} provider",
+                      attempt=_attempt(found))
 
     def on_running(self, found: ServiceJobAttempt | None, cursor: str | None,
                    result: ServiceJobAttempt | None, error: BaseException | None) -> None:

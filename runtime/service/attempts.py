@@ -107,6 +107,12 @@ def new_attempt(
     )
 
 
+ACKNOWLEDGED_JOB_GONE = "the provider no longer knows an acknowledged job"
+"""Why a lookup's absence left an attempt with a provider job identity INDETERMINATE."""
+ABSENCE_NOT_PROOF = "absence is not proof of no effect for this driver"
+"""Why it left one without: the driver neither proves absence nor replays by key."""
+
+
 def _evidence(
     ctx: ServiceContext,
     attempt: ServiceJobAttempt,
@@ -218,10 +224,8 @@ async def _absent(ctx: ServiceContext, attempt: ServiceJobAttempt) -> ServiceJob
     if attempt.provider_job_id is not None or not (
         driver.lookup_proves_absence or driver.replays_same_key
     ):
-        detail = (
-            "the provider no longer knows an acknowledged job"
-            if attempt.provider_job_id is not None
-            else "absence is not proof of no effect for this driver"
+        detail = ACKNOWLEDGED_JOB_GONE if attempt.provider_job_id is not None else (
+            ABSENCE_NOT_PROOF
         )
         evidence = _evidence(ctx, attempt, EvidenceKind.LOOKUP_ABSENT, detail)
         return await store.mark_indeterminate(attempt.id, evidence, now())

@@ -290,3 +290,14 @@ def test_bad_input_interpretation_records_are_refused_naming_the_bad_field() -> 
     assert {tuple(c["fields"]) for c in decoded} == {("number",), ("fence",)}
     assert all(c["outcome"] == "ValidationError" and set(c["fields"]) <= set(c["named"])
                for c in decoded)
+
+
+def test_an_absent_lookup_says_truly_why_it_proves_nothing() -> None:
+    """`service`: a lookup that finds no job leaves the attempt INDETERMINATE saying either
+    that an acknowledged job was lost (only of an attempt with a provider job identity) or
+    that absence is no proof (only under a provider that neither proves absence nor
+    replays by key); the break says the first of an attempt never acknowledged."""
+    broken = run_simulation(1, "service", "swarm", break_name="absence_claims_acknowledged_job")
+    assert broken.invariant == "service_indeterminate_recorded"
+    assert broken.violation is not None and "acknowledged job" in broken.violation.message
+    assert run_simulation(1, "service", "swarm").ok
