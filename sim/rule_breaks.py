@@ -21,6 +21,7 @@ from typing import Any, cast
 from uuid import UUID
 
 import anyio
+from pydantic import Field
 
 from runtime import cancel as cancel_module
 from runtime import engine as engine_module
@@ -570,6 +571,14 @@ def _next_event_from_one(self: MemoryJobStore, job_id: UUID) -> int:
     return len(self.event_log.get(job_id, ())) + 1
 
 
+class _AttemptEventFromZero(AttemptEvent):
+    """An attempt event whose interpretation bound admits 0 (the mutation tool's survivor
+    `jobs/models.py:217`, `ge=1` made `ge=0`): a record naming an interpretation no
+    job ever has is taken."""
+
+    interpretation: int = Field(ge=0)
+
+
 def _attempt_event_unchecked(**fields: Any) -> AttemptEvent:
     """The decisions build attempt events without validating them: a refused call's
     event keeps whatever fence its caller gave, a negative one included."""
@@ -1054,6 +1063,7 @@ RULE_BREAKS = BreakTable({
     "usage_zero_when_unknown": (job_rules, "_event", _usage_zero_when_unknown),
     "attempt_index_from_one": (MemoryJobStore, "_next_event", _next_event_from_one),
     "attempt_event_unvalidated": (job_rules, "AttemptEvent", _attempt_event_unchecked),
+    "interpretation_from_zero": (job_models, "AttemptEvent", _AttemptEventFromZero),
     "evidence_workspace_unchecked": (EvidenceRecord, "model_validate_json",
                                      _evidence_json_unchecked),
     "attempt_decode_keyerror": (ServiceJobAttempt, "model_validate", _attempt_decode_raw),

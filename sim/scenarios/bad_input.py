@@ -5,8 +5,9 @@ requester prepares; meanwhile the client sends what no honest writer does,
 each value just past the bound the record or the store admits: an evidence
 delivery with an empty workspace (decoded from its JSON form), an
 interpretation record numbered 0 or under fence -1 (from a JSON export), stage and
-close calls under fence -1 (the client's "no fence") carrying usage, and an
-attempt record with its binding or request missing. (A cancel-settle of an
+close calls under fence -1 (the client's "no fence") carrying usage, an
+attempt record with its binding or request missing, and an attempt event that
+names interpretation 0 (interpretations count from 1). (A cancel-settle of an
 attempt it had just prepared was dropped: the service worker can send the
 attempt first, and the settle then races it, swarm seed 249.) Every such call must be
 refused with a clear error and leave no record; the ordinary work goes on
@@ -23,8 +24,10 @@ import anyio
 from pydantic import ValidationError
 
 from runtime.jobs import EvidenceRecord
+from runtime.jobs import models as job_models
 from runtime.jobs.models import (
     AttemptFailure,
+    EventKind,
     Interpretation,
     JobState,
     StagedResult,
@@ -135,6 +138,21 @@ def bad_attempt_record(world: World, n: int) -> None:
     emit(world, "attempt.decode", "invalid", error, (field,))
 
 
+def bad_attempt_event(world: World, n: int) -> None:
+    """An attempt event from the client's copy of a job's log that names interpretation
+    0 (the first interpretation is 1). Read through the module at call time, so a
+    break may lower the model's bound."""
+    raw = json.dumps({"job_id": str(UUID(int=n)), "index": 0, "kind": EventKind.STARTED.value,
+                      "fence": 0, "worker": HOSTILE_OWNER, "interpretation": 0,
+                      "at": world.clock.now().isoformat()})
+    error: BaseException | None = None
+    try:
+        job_models.AttemptEvent.model_validate_json(raw)
+    except Exception as exc:
+        error = exc
+    emit(world, "attempt_event.decode", "invalid", error, ("interpretation",))
+
+
 @dataclass
 class ClientState:
     """Outlives the client's incarnations: how many rounds it began, and whether it
@@ -158,6 +176,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_evidence(world)
             bad_interpretation(world, state.rounds)
             bad_attempt_record(world, state.rounds)
+            bad_attempt_event(world, state.rounds)
             await bad_jobs_call(world)
         finally:
             state.busy = False

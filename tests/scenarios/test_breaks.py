@@ -418,6 +418,16 @@ def test_a_verdict_that_lost_the_race_answered_as_decided_is_caught() -> None:
     assert run_simulation(seed, "consent", "swarm").ok
 
 
+def test_an_attempt_event_of_interpretation_zero_taken_is_caught() -> None:
+    """Interpretations count from 1 (sim.input_checks, bad_input_refused): the break's
+    attempt event admits interpretation 0, so the client's record decodes; the same
+    seed holds unbroken."""
+    seed, _, message = _first_violation("bad_input", "interpretation_from_zero", range(1, 4),
+                                        "bad_input_refused")
+    assert "attempt_event.decode" in message
+    assert run_simulation(seed, "bad_input", "swarm").ok
+
+
 def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
     """A barrier ends a Step writer's linger (sim.event_checks, barrier_ends_linger): the
     break's linger ignores a lone barrier, so a parking hop's flush waits it out."""
