@@ -663,9 +663,10 @@ RULES: tuple[Rule, ...] = (
          "caller lacks the live lease of the current fence, and says truly why (stale fence, "
          "closed attempt, another owner, lapsed lease); a retry of the very closing after an "
          "ambiguous commit is answered, not refused",
-         ("lease_honoured",), ("leased_jobs",),
+         ("lease_honoured",), ("leased_jobs", "ambiguous_closes"),
          (_b("refusal_always_lease_expired", "leased_jobs", 1),
-          _b("repeat_closing_refused", "leased_jobs", 4))),
+          _b("repeat_closing_refused", "leased_jobs", 4),
+          _b("repeat_closing_refused", "ambiguous_closes", 1))),
     Rule("jobs.lease_renewal", S004, "Leases and fences",
          "a 90 s lease from the claim, renewed at most every 20 s: a due renewal by the holder "
          "extends it by a full term, an earlier one changes nothing",

@@ -57,6 +57,7 @@ def resolve(spec: str) -> list[Scenario]:
 def _load_builtin() -> None:
     from sim.scenarios import (  # noqa: F401
         admission,
+        ambiguous_closes,
         bad_input,
         basic,
         events,

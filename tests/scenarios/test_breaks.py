@@ -428,6 +428,16 @@ def test_an_attempt_event_of_interpretation_zero_taken_is_caught() -> None:
     assert run_simulation(seed, "bad_input", "swarm").ok
 
 
+def test_a_repeated_closing_refused_is_caught_where_closings_repeat() -> None:
+    """ambiguous_closes loses the answer of most store writes, so workers repeat
+    closings that committed (sim.work_checks, lease_honoured): the break refuses every
+    repeat as AttemptClosed; the same seed holds unbroken."""
+    seed, _, message = _first_violation("ambiguous_closes", "repeat_closing_refused",
+                                        range(1, 4), "lease_honoured")
+    assert seed == 1 and "repeats the very closing" in message
+    assert run_simulation(seed, "ambiguous_closes", "swarm").ok
+
+
 def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
     """A barrier ends a Step writer's linger (sim.event_checks, barrier_ends_linger): the
     break's linger ignores a lone barrier, so a parking hop's flush waits it out."""
