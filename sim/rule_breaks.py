@@ -579,6 +579,17 @@ class _AttemptEventFromZero(AttemptEvent):
     interpretation: int = Field(ge=0)
 
 
+def _withdraw_numbered_from_start(
+    job: LeasedJob, reason: str, now: datetime, next_event: int
+) -> job_rules.Decision:
+    """A withdrawal that numbers each event it records at the log's length: the failure
+    after a lapsed lease's expired-lease event takes that event's number (the mutation
+    tool's survivor `jobs/rules.py:523`, `next_event + len(events)` made `>>`)."""
+    decision = RULE_BREAKS.unbroken(_withdraw_numbered_from_start)(job, reason, now, next_event)
+    events = tuple(e.model_copy(update={"index": next_event}) for e in decision.events)
+    return dataclasses.replace(decision, events=events)
+
+
 def _attempt_event_unchecked(**fields: Any) -> AttemptEvent:
     """The decisions build attempt events without validating them: a refused call's
     event keeps whatever fence its caller gave, a negative one included."""
@@ -1064,6 +1075,7 @@ RULE_BREAKS = BreakTable({
     "attempt_index_from_one": (MemoryJobStore, "_next_event", _next_event_from_one),
     "attempt_event_unvalidated": (job_rules, "AttemptEvent", _attempt_event_unchecked),
     "interpretation_from_zero": (job_models, "AttemptEvent", _AttemptEventFromZero),
+    "withdraw_numbered_from_start": (job_rules, "decide_withdraw", _withdraw_numbered_from_start),
     "evidence_workspace_unchecked": (EvidenceRecord, "model_validate_json",
                                      _evidence_json_unchecked),
     "attempt_decode_keyerror": (ServiceJobAttempt, "model_validate", _attempt_decode_raw),

@@ -641,6 +641,12 @@ RULES: tuple[Rule, ...] = (
          ("attempt_log_numbered",), ("leased_jobs", "bad_input"),
          (_b("attempt_index_from_one", "leased_jobs", 1),
           _b("attempt_event_unvalidated", "bad_input", 1))),
+    Rule("jobs.withdraw", S000, "Delegated AgentJob labor",
+         "a job its owner withdraws (the delegating Run cancelled) without a live lease is "
+         "failed with the owner's reason; a lapsed attempt is closed first, its expired-lease "
+         "event numbered before the failure in the job's attempt log",
+         ("attempt_log_numbered",), ("withdrawn_jobs",),
+         (_b("withdraw_numbered_from_start", "withdrawn_jobs", 1),)),
     Rule("jobs.bad_input", S004, "Durable states",
          "a buggy client's evidence record without a workspace, interpretation record "
          "numbered 0 or under fence -1, or attempt event naming interpretation 0, fails "

@@ -70,5 +70,6 @@ def _load_builtin() -> None:
         session_race,
         upgrade,
         waits,
+        withdrawn_jobs,
         zombies,
     )

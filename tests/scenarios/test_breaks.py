@@ -438,6 +438,16 @@ def test_a_repeated_closing_refused_is_caught_where_closings_repeat() -> None:
     assert run_simulation(seed, "ambiguous_closes", "swarm").ok
 
 
+def test_a_withdrawal_that_misnumbers_its_failure_is_caught() -> None:
+    """A withdrawal of a job whose lease lapsed records the expired lease, then the
+    failure, numbered in log order (sim.work_checks, attempt_log_numbered): the break
+    gives both the log's length; the same seed holds unbroken."""
+    seed, _, message = _first_violation("withdrawn_jobs", "withdraw_numbered_from_start",
+                                        range(1, 4), "attempt_log_numbered")
+    assert "attempt events are numbered" in message
+    assert run_simulation(seed, "withdrawn_jobs", "swarm").ok
+
+
 def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
     """A barrier ends a Step writer's linger (sim.event_checks, barrier_ends_linger): the
     break's linger ignores a lone barrier, so a parking hop's flush waits it out."""
