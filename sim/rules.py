@@ -252,7 +252,7 @@ RULES: tuple[Rule, ...] = (
          "of two verdicts racing one consent the CAS's loser is refused",
          ("verdict_honoured",), ("consent",),
          (_b("verdict_left_to_relay", "consent", 1),
-          _b("verdict_last_writer_wins", "consent", 9),
+          _b("verdict_last_writer_wins", "consent", 3),
           _b("verdict_answered_as_asked", "consent", 1))),
     Rule("waits.fresh_sequence", S003, "Return makes a new claim",
          "a return allocates a fresh sequence (seq + 1) with a PENDING delivery in the same "
