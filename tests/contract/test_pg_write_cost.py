@@ -9,6 +9,7 @@ group commit leaves one `xmin` on every row it wrote.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -61,3 +62,44 @@ async def test_a_group_of_steps_is_one_transaction(pg: tuple[PostgresLedger, str
     await ledger.append_step(uid(1), 0, "single", {}, at(2))
     xmins = await column(dsn, "SELECT xmin FROM run_step WHERE run_id = %s ORDER BY idx", uid(1))
     assert len(set(xmins[:5])) == 1 and xmins[5] != xmins[0]
+
+
+ECHO_ROUND_TRIPS = 13
+"""Statements an `echo` Run's ledger calls send, BEGIN and COMMIT included: admission
+1 (one autocommit statement), mark_published 4, claim 4, settlement with its Steps 4
+(issue 17: each costs about 0.1 ms of client CPU; it was 23 before the pairs)."""
+
+
+async def test_an_echo_runs_ledger_calls_take_thirteen_round_trips(
+    pg: tuple[PostgresLedger, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from psycopg import AsyncCursor
+    from psycopg._connection_base import BaseConnection
+
+    sent: list[str] = []
+    execute, command = AsyncCursor.execute, BaseConnection._exec_command
+
+    async def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append("statement")
+        return await execute(self, query, *args, **kwargs)
+
+    def counted_command(self: Any, cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(bytes(cmd).decode() if isinstance(cmd, bytes) else str(cmd))
+        return command(self, cmd, *args, **kwargs)
+
+    ledger, _ = pg
+    run = make_run(uid(1))
+    monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
+    monkeypatch.setattr(BaseConnection, "_exec_command", counted_command)
+    admitted = await ledger.admit_run(run, make_delivery(run), fence_session=False)
+    marked = await ledger.mark_published(run.id, 0, at(1))
+    claim = await ledger.claim_delivery(run.id, 0, "boot", "tok", at(2))
+    settled = await ledger.settle_run(
+        run.id, 0, Settlement(status=RunStatus.DONE, result={"echo": "hi"}), at(3),
+        step=("run.done", {"error": None}), before=[("run.claimed", {"seq": 0})],
+    )
+    monkeypatch.undo()
+    assert admitted.created and marked is not None and claim.claimed
+    assert settled is not None and settled.status is RunStatus.DONE
+    assert [s.kind for s in await ledger.steps(run.id)] == ["run.claimed", "run.done"]
+    assert len(sent) == ECHO_ROUND_TRIPS, sent

@@ -69,7 +69,10 @@ async def open_pool(
         max_size=max_size,
         open=False,
         timeout=acquire_timeout_s,
-        kwargs={"connect_timeout": libpq_timeout(timeout_s)},
+        # Autocommit: `Transactional._transaction` still opens one transaction per
+        # block (BEGIN ... COMMIT), and `_statement` runs one statement as its own
+        # transaction, without those two round trips (issue 17, client CPU).
+        kwargs={"connect_timeout": libpq_timeout(timeout_s), "autocommit": True},
         name="vessel-ledger",
     )
     try:

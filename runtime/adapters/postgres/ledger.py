@@ -109,23 +109,19 @@ class PostgresLedger(WaitsMixin, BootsMixin):
     async def admit_run(
         self, run: Run, delivery: RunDelivery, *, fence_session: bool = True
     ) -> Admission:
+        if not (fence_session and run.session is not None):
+            # No fence to hold: one autocommit statement (issue 17, client CPU).
+            async with self._statement() as cur:
+                return await _admit_pair(cur, run, delivery)
         async with self._transaction() as cur:
-            if fence_session and run.session is not None:
-                busy = await _session_busy(cur, run)
-                if isinstance(busy, Admission):
-                    return busy  # the id is admitted already: its stored pair
-                if busy is not None:
-                    if delivery.run_id != run.id or delivery.seq != run.seq:
-                        raise ValueError("delivery must be the Run's current generation")
-                    return Admission(run=run, delivery=delivery, created=False, busy=busy)
-            await cur.execute(q.INSERT_RUN, run_params(run))
-            if await cur.fetchone() is None:
-                return await _existing_admission(cur, run.id)
-            if delivery.run_id != run.id or delivery.seq != run.seq:
-                raise ValueError("delivery must be the Run's current generation")
-            await cur.execute(q.INSERT_DELIVERY, delivery_params(delivery))
-            stored = delivery_from_row(await one(cur))
-            return Admission(run=run, delivery=stored, created=True)
+            busy = await _session_busy(cur, run)
+            if isinstance(busy, Admission):
+                return busy  # the id is admitted already: its stored pair
+            if busy is not None:
+                if delivery.run_id != run.id or delivery.seq != run.seq:
+                    raise ValueError("delivery must be the Run's current generation")
+                return Admission(run=run, delivery=delivery, created=False, busy=busy)
+            return await _admit_pair(cur, run, delivery)
 
     async def get_run(self, run_id: UUID) -> Run | None:
         async with self._transaction() as cur:
@@ -164,8 +160,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
 
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         async with self._transaction() as cur:
-            run = await fetch_run(cur, q.LOCK_RUN, run_id)
-            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run, d = await _lock_pair(cur, run_id, seq)
             if d is None or d.state is not DeliveryState.PENDING:
                 return d
             if run is None or run.status is not RunStatus.QUEUED or run.seq != seq:
@@ -179,8 +174,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
         self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
     ) -> Claim:
         async with self._transaction() as cur:
-            run = await fetch_run(cur, q.LOCK_RUN, run_id)
-            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            run, d = await _lock_pair(cur, run_id, seq)
             if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
                 return Claim(claimed=True, run=run, delivery=d)  # our own earlier claim
             if (
@@ -191,10 +185,8 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
             ):
                 return Claim(claimed=False, run=run, delivery=d)
-            await cur.execute(q.CLAIM_RUN, key(run_id, seq, now))
-            claimed_run = run_from_row(await one(cur))
             await cur.execute(
-                q.CLAIM_DELIVERY,
+                q.CLAIM_PAIR,
                 {
                     **key(run_id, seq, now),
                     "boot_id": boot_id,
@@ -202,7 +194,7 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                     "claimable": q.CLAIMABLE,
                 },
             )
-            claimed = delivery_from_row(await one(cur))
+            claimed_run, claimed = _pair_from_row(await one(cur))
             return Claim(claimed=True, run=claimed_run, delivery=claimed)
 
     async def settle_run(
@@ -216,8 +208,8 @@ class PostgresLedger(WaitsMixin, BootsMixin):
     ) -> Run | None:
         steps = settle_rule.check_steps(step, before)
         async with self._transaction() as cur:
-            run = await fetch_run(cur, q.LOCK_RUN, run_id)
-            d = await fetch_delivery(cur, q.LOCK_DELIVERY, run_id, seq)
+            # With Steps, the Run's Step lock too, after the rows (the discipline's order).
+            run, d = await _lock_pair(cur, run_id, seq, step_lock=bool(steps))
             verdict = settle_rule.decide(run, d, seq, settlement)
             if verdict is settle_rule.Verdict.FENCED:
                 return None
@@ -226,22 +218,21 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                 if steps and await _settlement_steps(cur, run_id, seq, steps, now):
                     await cur.execute(q.MARK_TERMINAL_STEP, {"run_id": run_id})
                 return run
-            paid = bool(steps) and await _settlement_steps(cur, run_id, seq, steps, now)
-            await cur.execute(
-                q.SETTLE_RUN,
-                {
-                    **key(run_id, seq, now),
-                    "settleable": q.SETTLEABLE,
-                    "status": settlement.status.value,
-                    "result": None if settlement.result is None else Jsonb(settlement.result),
-                    "error": settlement.error,
-                    "paid": paid,
-                },
-            )
-            settled = run_from_row(await one(cur))
-            await cur.execute(q.SETTLE_DELIVERY, key(run_id, seq, now))
-            await one(cur)
-            return settled
+            params = {
+                **key(run_id, seq, now),
+                "settleable": q.SETTLEABLE,
+                "status": settlement.status.value,
+                "result": None if settlement.result is None else Jsonb(settlement.result),
+                "error": settlement.error,
+            }
+            if steps:
+                await cur.execute(q.SETTLE_STEPS_PAIR, {**params, **_steps_params(steps)})
+            else:
+                await cur.execute(q.SETTLE_PAIR, params)
+            row = await one(cur)
+            if row["delivery_settled"] != 1:
+                raise LockDisciplineBroken("the claimed delivery under its lock was not settled")
+            return run_from_row(row)
 
     # -- recovery -----------------------------------------------------------
 
@@ -451,18 +442,63 @@ async def _settlement_steps(
     cur: Cursor, run_id: UUID, seq: int, steps: Sequence[tuple[str, dict[str, Any]]],
     now: datetime,
 ) -> bool:
-    """settle_run's Steps (lifecycle ones, then the terminal one), in its transaction,
-    under the Run's Step lock (taken after the Run row: the lock discipline's order),
-    by one statement. True when written; False when the Run has a terminal Step
-    already (APPEND_STEPS then inserts nothing: all or none)."""
-    await _lock_steps_of(cur, run_id)  # the Run row is locked: it exists
+    """A repeated settlement's Steps (lifecycle ones, then the terminal one), in its
+    transaction, under the Run's Step lock (LOCK_PAIR_AND_STEPS took it), by one
+    statement. True when written; False when the Run has a terminal Step already
+    (APPEND_STEPS then inserts nothing: all or none)."""
     await cur.execute(
-        q.APPEND_STEPS,
-        {"run_id": run_id, "seq": seq, "kinds": [kind for kind, _ in steps],
-         "datas": [Jsonb(data) for _, data in steps], "now": aware(now),
-         "terminal": q.TERMINAL_STEP_KINDS},
+        q.APPEND_STEPS, {"run_id": run_id, "seq": seq, "now": aware(now), **_steps_params(steps)}
     )
     return bool(await cur.fetchall())
+
+
+def _steps_params(steps: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    return {"kinds": [kind for kind, _ in steps], "datas": [Jsonb(data) for _, data in steps],
+            "terminal": q.TERMINAL_STEP_KINDS}
+
+
+async def _lock_pair(
+    cur: Cursor, run_id: UUID, seq: int, *, step_lock: bool = False
+) -> tuple[Run | None, RunDelivery | None]:
+    """The Run and its delivery `seq`, both row-locked (Run first) by one statement;
+    with `step_lock`, then the Run's Step lock as well."""
+    params: dict[str, Any] = {"run_id": run_id, "seq": seq}
+    if step_lock:
+        params["ns"] = q.STEP_LOCK_NAMESPACE
+    await cur.execute(q.LOCK_PAIR_AND_STEPS if step_lock else q.LOCK_PAIR, params)
+    row = await cur.fetchone()
+    if row is None:
+        return None, None  # no Run, so no delivery (its foreign key)
+    return _pair_from_row(row)
+
+
+def _pair_from_row(row: Any) -> tuple[Run, RunDelivery | None]:
+    """A Run's columns and its delivery's, prefixed (NULL when there is none)."""
+    prefix = q.DELIVERY_PREFIX
+    if row[prefix + "run_id"] is None:
+        return run_from_row(row), None
+    return run_from_row(row), delivery_from_row({c: row[prefix + c] for c in DELIVERY_COLUMNS})
+
+
+async def _admit_pair(cur: Cursor, run: Run, delivery: RunDelivery) -> Admission:
+    """The Run and its delivery by ADMIT_PAIR, or the stored pair when the id is
+    admitted already (read after the insert found it; a delivery that is not the
+    Run's current generation is refused unless the id is admitted already, which
+    answers first, as the memory ledger does)."""
+    if delivery.run_id != run.id or delivery.seq != run.seq:
+        existing = await _maybe_existing(cur, run.id)
+        if existing is None:
+            raise ValueError("delivery must be the Run's current generation")
+        return existing
+    prefix = q.DELIVERY_PREFIX
+    await cur.execute(
+        q.ADMIT_PAIR,
+        {**run_params(run), **{prefix + k: v for k, v in delivery_params(delivery).items()}},
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return await _existing_admission(cur, run.id)
+    return Admission(run=run, delivery=delivery_from_row(row), created=True)
 
 
 async def _terminal_step(cur: Cursor, run_id: UUID) -> Step | None:

@@ -30,7 +30,7 @@ TERMINAL = [s.value for s in sorted(TERMINAL_STATUSES)]
 CLAIMABLE = [DeliveryState.PENDING.value, DeliveryState.PUBLISHED.value]
 ORPHANABLE = [s.value for s in OPEN_STATUSES]
 SETTLEABLE = [s.value for s in SETTLEABLE_STATUSES]
-"""settle_rule's statuses, repeated by SETTLE_RUN's own condition."""
+"""settle_rule's statuses, repeated by SETTLE_PAIR's own condition."""
 
 
 def _cols(columns: tuple[str, ...]) -> sql.Composed:
@@ -53,10 +53,6 @@ DELIVERY = _cols(DELIVERY_COLUMNS)
 STEP = _cols(STEP_COLUMNS)
 DELIVERY_PREFIX = "d_"
 
-INSERT_RUN = sql.SQL(
-    "INSERT INTO run ({cols}) VALUES ({vals}) ON CONFLICT (id) DO NOTHING RETURNING id"
-).format(cols=RUN, vals=_values(RUN_COLUMNS))
-
 INSERT_DELIVERY = sql.SQL(
     "INSERT INTO run_delivery ({cols}) VALUES ({vals}) RETURNING {cols}"
 ).format(cols=DELIVERY, vals=_values(DELIVERY_COLUMNS))
@@ -68,6 +64,120 @@ CURRENT_PAIR = sql.SQL(
     run=sql.SQL(", ").join(sql.Identifier("r", c) for c in RUN_COLUMNS),
     delivery=_prefixed(DELIVERY_COLUMNS, "d", DELIVERY_PREFIX),
 )
+
+# -- folded round trips (issue 17, client CPU): one statement where there were two
+# or three. Each keeps the lock discipline above: the Run row is locked before the
+# rows decided from (its delivery, then its Step lock), and every write stays
+# conditional on the state it was decided from.
+
+DELIVERY_TYPES = {
+    "seq": "integer", "state": "text", "mode": "text", "queue": "text",
+    "priority": "smallint", "held_by": "text", "claimed_boot": "text",
+    "claim_token": "text", "created_at": "timestamptz", "updated_at": "timestamptz",
+}
+"""run_delivery's column types (migration 0002): ADMIT_PAIR inserts by SELECT,
+where a parameter takes no type from its target column."""
+
+ADMIT_PAIR = sql.SQL(
+    "WITH r AS (INSERT INTO run ({run}) VALUES ({run_vals}) "
+    "ON CONFLICT (id) DO NOTHING RETURNING id) "
+    "INSERT INTO run_delivery ({delivery}) SELECT r.id, {delivery_vals} FROM r "
+    "RETURNING {delivery}"
+).format(
+    run=RUN,
+    run_vals=_values(RUN_COLUMNS),
+    delivery=DELIVERY,
+    delivery_vals=sql.SQL(", ").join(
+        sql.SQL("{}::" + DELIVERY_TYPES[c]).format(sql.Placeholder(DELIVERY_PREFIX + c))
+        for c in DELIVERY_COLUMNS[1:]
+    ),
+)
+"""The Run and its first delivery in one statement; no row when the id is admitted
+already (the Run insert did nothing, so neither does the delivery's). Delivery
+parameters carry DELIVERY_PREFIX: the Run's own share names (seq, queue, ...)."""
+
+assert DELIVERY_COLUMNS[0] == "run_id"
+
+_PAIR_SELECT = sql.SQL("{run}, {delivery}").format(
+    run=sql.SQL(", ").join(sql.Identifier("r", c) for c in RUN_COLUMNS),
+    delivery=_prefixed(DELIVERY_COLUMNS, "d", DELIVERY_PREFIX),
+)
+
+_LOCK_PAIR = (
+    "WITH r AS MATERIALIZED (SELECT {run_cols} FROM run WHERE id = %(run_id)s FOR UPDATE) "
+    "SELECT {pair}{extra} FROM r LEFT JOIN LATERAL (SELECT {delivery_cols} FROM run_delivery "
+    "WHERE run_id = r.id AND seq = %(seq)s FOR UPDATE) d ON true"
+)
+
+LOCK_PAIR = sql.SQL(_LOCK_PAIR).format(
+    run_cols=RUN, pair=_PAIR_SELECT, extra=sql.SQL(""), delivery_cols=DELIVERY
+)
+"""LOCK_RUN then LOCK_DELIVERY in one statement: the materialized CTE locks the Run
+row before the lateral scan locks its delivery `seq` (the discipline's order). No
+row when the Run does not exist (a delivery never does without it: its foreign
+key); the d_ columns are NULL when the delivery does not. The delivery is read
+after the Run lock was granted, at its newest committed version (FOR UPDATE under
+READ COMMITTED); a delivery inserted while this statement waited is not seen, but
+every caller names a generation that was committed before it asked."""
+
+LOCK_PAIR_AND_STEPS = sql.SQL(_LOCK_PAIR).format(
+    run_cols=RUN,
+    pair=_PAIR_SELECT,
+    extra=sql.SQL(", pg_advisory_xact_lock(%(ns)s, hashtext(r.id::text)) AS step_lock"),
+    delivery_cols=DELIVERY,
+)
+"""LOCK_PAIR, then the Run's Step lock (LOCK_STEPS_OF_RUN's key), in that order:
+settle_run's lock prefix when it carries Steps."""
+
+CLAIM_PAIR = sql.SQL(
+    "WITH r AS (UPDATE run SET status = 'RUNNING', started_at = coalesce(started_at, %(now)s), "
+    "updated_at = %(now)s "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status || '' = 'QUEUED' RETURNING {run}), "
+    "d AS (UPDATE run_delivery SET state = 'CLAIMED', claimed_boot = %(boot_id)s, "
+    "claim_token = %(token)s, updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = ANY(%(claimable)s) "
+    "RETURNING {delivery}) "
+    "SELECT {pair} FROM r, d"
+).format(run=RUN, delivery=DELIVERY, pair=_PAIR_SELECT)
+"""The Run RUNNING and its delivery CLAIMED in one statement, under LOCK_PAIR's locks: one row,
+or none when either condition failed (a broken lock discipline: rolled back)."""
+
+_SETTLE_RUN_SET = (
+    "UPDATE run SET status = %(status)s, result = %(result)s, error = %(error)s, "
+    "updated_at = %(now)s, terminal_step = terminal_step OR {paid} "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status || '' = ANY(%(settleable)s) "
+    "RETURNING {run}"
+)
+_SETTLE_DELIVERY_SET = (
+    "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = 'CLAIMED' RETURNING 1"
+)
+
+SETTLE_PAIR = sql.SQL(
+    "WITH r AS (" + _SETTLE_RUN_SET + "), d AS (" + _SETTLE_DELIVERY_SET + ") "
+    "SELECT r.*, (SELECT count(*) FROM d) AS delivery_settled FROM r"
+).format(paid=sql.SQL("false"), run=RUN)
+"""The Run settled and its delivery SETTLED in one statement, under LOCK_PAIR's locks."""
+
+SETTLE_STEPS_PAIR = sql.SQL(
+    "WITH s AS (INSERT INTO run_step ({step}) "
+    "SELECT %(run_id)s, b.next + t.ord - 1, %(seq)s, t.kind, t.data, %(now)s "
+    "FROM (SELECT coalesce(max(idx) + 1, 0) AS next, "
+    "coalesce(bool_or(kind = ANY(%(terminal)s)), false) AS closed "
+    "FROM run_step WHERE run_id = %(run_id)s) b, "
+    "unnest(%(kinds)s::text[], %(datas)s::jsonb[]) WITH ORDINALITY AS t(kind, data, ord) "
+    "WHERE NOT b.closed RETURNING kind), "
+    "r AS (" + _SETTLE_RUN_SET + "), d AS (" + _SETTLE_DELIVERY_SET + ") "
+    "SELECT r.*, (SELECT count(*) FROM d) AS delivery_settled FROM r"
+).format(
+    step=STEP,
+    paid=sql.SQL("EXISTS (SELECT 1 FROM s WHERE s.kind = ANY(%(terminal)s))"),
+    run=RUN,
+)
+"""APPEND_STEPS and SETTLE_PAIR's two updates in one statement, under
+LOCK_PAIR_AND_STEPS's locks: the settlement's Steps (all or none, none once the
+Run has a terminal Step) and `terminal_step` set when its terminal Step was
+written by this statement (issue 17)."""
 
 GET_RUN = sql.SQL("SELECT {cols} FROM run WHERE id = %(id)s").format(cols=RUN)
 LOCK_RUN = sql.SQL("SELECT {cols} FROM run WHERE id = %(id)s FOR UPDATE").format(cols=RUN)
@@ -119,33 +229,6 @@ FAIL_QUEUED_RUN = _fail_run("status = 'QUEUED'")
 MARK_PUBLISHED = sql.SQL(
     "UPDATE run_delivery SET state = 'PUBLISHED', updated_at = %(now)s "
     "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = 'PENDING' RETURNING {cols}"
-).format(cols=DELIVERY)
-
-CLAIM_RUN = sql.SQL(
-    "UPDATE run SET status = 'RUNNING', started_at = coalesce(started_at, %(now)s), "
-    "updated_at = %(now)s "
-    "WHERE id = %(run_id)s AND seq = %(seq)s AND status || '' = 'QUEUED' RETURNING {cols}"
-).format(cols=RUN)
-
-CLAIM_DELIVERY = sql.SQL(
-    "UPDATE run_delivery SET state = 'CLAIMED', claimed_boot = %(boot_id)s, "
-    "claim_token = %(token)s, updated_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = ANY(%(claimable)s) "
-    "RETURNING {cols}"
-).format(cols=DELIVERY)
-
-SETTLE_RUN = sql.SQL(
-    "UPDATE run SET status = %(status)s, result = %(result)s, error = %(error)s, "
-    "updated_at = %(now)s, terminal_step = terminal_step OR %(paid)s "
-    "WHERE id = %(run_id)s AND seq = %(seq)s AND status || '' = ANY(%(settleable)s) "
-    "RETURNING {cols}"
-).format(cols=RUN)
-
-"""`paid`: settle_run wrote the Run's terminal Step in this transaction (issue 17)."""
-
-SETTLE_DELIVERY = sql.SQL(
-    "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = 'CLAIMED' RETURNING {cols}"
 ).format(cols=DELIVERY)
 
 SETTLE_PARKED_DELIVERY = sql.SQL(

@@ -2,9 +2,11 @@
 
 `Transactional._transaction()` opens exactly one transaction (READ COMMITTED,
 or a REPEATABLE READ read-only snapshot) and commits when its block ends
-normally. A lost connection, a pool timeout or a serialization failure
-becomes `LedgerUnavailable`: the outcome is unknown and the caller's bounded
-retry repeats the (idempotent) method.
+normally; `Transactional._statement()` runs each statement as a transaction
+of its own (the pool's connections are autocommit). A lost connection, a
+pool timeout or a serialization failure becomes `LedgerUnavailable`: the
+outcome is unknown and the caller's bounded retry repeats the (idempotent)
+method.
 """
 
 from __future__ import annotations
@@ -75,6 +77,22 @@ class Transactional:
             raise
         except CONNECTION_LOST as exc:
             raise LedgerUnavailable(f"ledger transaction failed: {exc}") from exc
+
+
+    @asynccontextmanager
+    async def _statement(self) -> AsyncIterator[Cursor]:
+        """A cursor whose every statement is its own transaction (autocommit): for a
+        method that is one statement, this saves BEGIN's and COMMIT's round trips."""
+        try:
+            async with (
+                self._pool.connection() as conn,
+                conn.cursor(row_factory=dict_row) as cur,
+            ):
+                yield cur
+        except PoolClosed:
+            raise
+        except CONNECTION_LOST as exc:
+            raise LedgerUnavailable(f"ledger statement failed: {exc}") from exc
 
 
 def key(run_id: UUID, seq: int, now: datetime) -> dict[str, Any]:
