@@ -159,14 +159,13 @@ class PostgresLedger(WaitsMixin, BootsMixin):
             return delivery_from_row(await one(cur))
 
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
-        async with self._transaction() as cur:
-            run, d = await _lock_pair(cur, run_id, seq)
-            if d is None or d.state is not DeliveryState.PENDING:
-                return d
-            if run is None or run.status is not RunStatus.QUEUED or run.seq != seq:
-                return d  # the acknowledgement lost to a cancellation: still PENDING
-            await cur.execute(q.MARK_PUBLISHED, key(run_id, seq, now))
-            return delivery_from_row(await one(cur))
+        # One statement (PUBLISH_PAIR): PUBLISHED only while the Run is QUEUED at `seq`;
+        # otherwise the delivery as it stands (the acknowledgement lost to a
+        # cancellation leaves it PENDING), or None without the Run.
+        async with self._statement() as cur:
+            await cur.execute(q.PUBLISH_PAIR, key(run_id, seq, now))
+            row = await cur.fetchone()
+            return None if row is None else delivery_from_row(row)
 
     # -- claim and settlement -----------------------------------------------
 

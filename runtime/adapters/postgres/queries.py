@@ -129,6 +129,26 @@ LOCK_PAIR_AND_STEPS = sql.SQL(_LOCK_PAIR).format(
 """LOCK_PAIR, then the Run's Step lock (LOCK_STEPS_OF_RUN's key), in that order:
 settle_run's lock prefix when it carries Steps."""
 
+PUBLISH_PAIR = sql.SQL(
+    "WITH r AS MATERIALIZED (SELECT id, status, seq FROM run WHERE id = %(run_id)s FOR UPDATE), "
+    "d AS MATERIALIZED (SELECT x.* FROM r, LATERAL (SELECT {delivery} FROM run_delivery "
+    "WHERE run_id = r.id AND seq = %(seq)s FOR UPDATE) x), "
+    "u AS (UPDATE run_delivery SET state = 'PUBLISHED', updated_at = %(now)s "
+    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = 'PENDING' "
+    "AND EXISTS (SELECT 1 FROM d) "
+    "AND EXISTS (SELECT 1 FROM r WHERE r.status = 'QUEUED' AND r.seq = %(seq)s) "
+    "RETURNING {delivery}) "
+    "SELECT * FROM u UNION ALL SELECT * FROM d WHERE NOT EXISTS (SELECT 1 FROM u)"
+).format(delivery=DELIVERY)
+"""mark_published as one autocommit statement (was a transaction of LOCK_PAIR and
+its own MARK_PUBLISHED: four round trips). r locks the Run row, then d its delivery `seq`
+(d scans from r), both before u's scan: u's conditions on them are one-time
+filters, evaluated first. u moves the delivery PENDING -> PUBLISHED only while the
+Run is QUEUED at that sequence (else the acknowledgement lost to a cancellation and
+the delivery stays PENDING); the answer is u's row, else the delivery as locked,
+else no row (no Run, so no delivery: its foreign key). A version committed while
+r waited is re-checked by u (READ COMMITTED's re-check of an updated row)."""
+
 CLAIM_PAIR = sql.SQL(
     "WITH r AS (UPDATE run SET status = 'RUNNING', started_at = coalesce(started_at, %(now)s), "
     "updated_at = %(now)s "
@@ -225,11 +245,6 @@ FAIL_QUEUED_RUN = _fail_run("status = 'QUEUED'")
 # make the status index look as cheap, and in a backlog every claim and
 # mark_published walks all QUEUED Runs or PENDING deliveries (20,000 rows removed
 # by filter per call, measured: benchmarks/hot_queries.py --backlog, issue 17).
-
-MARK_PUBLISHED = sql.SQL(
-    "UPDATE run_delivery SET state = 'PUBLISHED', updated_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = 'PENDING' RETURNING {cols}"
-).format(cols=DELIVERY)
 
 SETTLE_PARKED_DELIVERY = sql.SQL(
     "UPDATE run_delivery SET state = 'SETTLED', updated_at = %(now)s "
