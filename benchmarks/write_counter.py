@@ -55,8 +55,25 @@ def counting() -> Iterator[WriteCounts]:
             if row is not None and row["assigned"]:
                 counts.writes[name] += 1
 
+    single = tx.Transactional._statement
+
+    @asynccontextmanager
+    async def counted_single(self: Any) -> AsyncIterator[Any]:
+        """An autocommit method's statements, counted as the one transaction they are
+        when the method sends one (the counter wraps them in a transaction to ask)."""
+        name = sys._getframe(2).f_code.co_name
+        async with single(self) as cur, cur.connection.transaction():
+            yield cur
+            await cur.execute(ASSIGNED)
+            row = await cur.fetchone()
+            counts.calls[name] += 1
+            if row is not None and row["assigned"]:
+                counts.writes[name] += 1
+
     tx.Transactional._transaction = counted  # type: ignore[method-assign]
+    tx.Transactional._statement = counted_single  # type: ignore[method-assign]
     try:
         yield counts
     finally:
         tx.Transactional._transaction = original  # type: ignore[method-assign]
+        tx.Transactional._statement = single  # type: ignore[method-assign]
