@@ -57,11 +57,14 @@ from sim.stasis_checks import StasisChecks
 from sim.tracked import TrackedTable
 from sim.work_checks import INVARIANTS as JOB_INVARIANTS
 from sim.work_checks import JobChecks, ServiceChecks
+from sim.writer_checks import INVARIANTS as WRITER_INVARIANTS
+from sim.writer_checks import WriterChecks
 
 if TYPE_CHECKING:
     from types import FrameType
 
     from runtime.events.channel import RunChannel, Subscription
+    from runtime.events.writer import StepWriter
     from runtime.jobs.models import LeasedJob
     from runtime.service.models import Evidence, ServiceJobAttempt, ServiceOutcome
     from sim.leased import CallKey, ModelCall
@@ -278,7 +281,8 @@ INVARIANTS.update(
                                *STARTUP_INVARIANTS, *RETRY_INVARIANTS, *MUTATION_INVARIANTS,
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
-                               *JOB_INVARIANTS, *EVENT_INVARIANTS, *DEBT_INVARIANTS,
+                               *JOB_INVARIANTS, *EVENT_INVARIANTS, *WRITER_INVARIANTS,
+                               *DEBT_INVARIANTS,
                                *ack_checks.INVARIANTS, *rotation_checks.INVARIANTS,
                                *token_checks.INVARIANTS, *input_checks.INVARIANTS)
 )
@@ -343,6 +347,7 @@ class Checker:
         """Hop jobs that landed behind their Run's cancellation: key -> (boot, trace index)."""
         self.job_checks = JobChecks(self)
         self.event_checks = EventChecks(self)
+        self.writer_checks = WriterChecks(self)
         self.debt_checks = DebtChecks(self)
         self.terminal_steps: dict[UUID, tuple[int, int]] = {}
         """Per Run: Steps already scanned and terminal Steps among them."""
@@ -853,6 +858,18 @@ class Checker:
     def on_step_append(self, caller: FrameType | None) -> None:
         self._guarded(lambda: self.event_checks.on_step_append(caller))
 
+    def on_step_started(self, caller: FrameType | None, boot_id: str) -> StepWriter | None:
+        """A Step append of boot `boot_id` begins; the writer making it (linger_holds)."""
+        return self.writer_checks.append_started(caller, boot_id)
+
+    def on_step_ended(self, writer: StepWriter) -> None:
+        self.writer_checks.append_ended(writer)
+
+    def on_settle_started(self, caller: FrameType | None, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> None:
+        """A settle_run attempt begins (settle_folds_steps)."""
+        self._guarded(lambda: self.writer_checks.settle_started(caller, args, kwargs))
+
     def on_stream_end(self, name: str, sub: Subscription, channel: RunChannel,
                       slow: bool) -> None:
         self._guarded(lambda: self.event_checks.on_stream_end(name, sub, channel, slow))
@@ -957,6 +974,8 @@ class Checker:
     def on_claim(self, boot_id: str, delivery: RunDelivery | None) -> None:
         """As a claim commits (before the claimant hears of it)."""
         key = delivery.key if delivery is not None else "?"
+        if delivery is not None:
+            self.writer_checks.on_claim(boot_id, delivery.run_id, delivery.seq)
         self._guarded(lambda: self.mutation_checks.claim_committed(boot_id, key))
         if self.world.leased:
             self._guarded(lambda: self.boot_checks.on_claim(boot_id))

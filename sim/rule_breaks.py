@@ -39,7 +39,7 @@ from runtime.errors import (
     StopUnproven,
 )
 from runtime.events.channel import ResyncReason, RunChannel, Subscription
-from runtime.events.hop import TERMINAL_KINDS
+from runtime.events.hop import TERMINAL_KINDS, HopEvents
 from runtime.events.model import Event
 from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
 from runtime.graph.budget import HardwareBudgetExhausted, HardwareResumeBudget
@@ -967,6 +967,28 @@ def _hurried_unless_barrier(self: StepWriter) -> bool:
             or queued >= GROUP_COMMIT_LIMIT or queued >= self._capacity)
 
 
+async def _linger_not_at_all(self: StepWriter) -> None:
+    """A group-committing writer that never holds a group: each append starts as soon
+    as a Step is queued, however long its linger (caught by linger_holds)."""
+    return
+
+
+async def _fold_without_waiting(self: HopEvents, settlement: Settlement) -> Any:
+    """A settling hop that takes its writer's queued Steps without first waiting for the
+    append in flight: beside one it settles alone at once, and its terminal Step
+    trails the settlement through the writer (caught by settle_folds_steps)."""
+    kind = TERMINAL_KINDS.get(settlement.status)
+    if kind is None or self.channel is None or self.channel.closed:
+        return None
+    taken = self.writer.take_pending()
+    if taken is None:
+        return None
+    self.channel.detach(self.writer)
+    self.folded = True
+    self._taken = taken
+    return (kind, {"error": settlement.error}), taken
+
+
 def _subscription_born_cut_off(self: Subscription, channel: RunChannel, key: int,
                                after_cursor: int) -> None:
     """Every reader starts reported cut off (the mutation tool's survivor
@@ -1123,6 +1145,8 @@ RULE_BREAKS = BreakTable({
     "reader_born_cut_off": (Subscription, "__init__", _subscription_born_cut_off),
     "boundary_two_before_terminal": (Subscription, "_boundary", _boundary_two_before_terminal),
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
+    "writer_never_lingers": (StepWriter, "_linger", _linger_not_at_all),
+    "fold_without_waiting": (HopEvents, "fold_terminal", _fold_without_waiting),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

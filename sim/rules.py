@@ -558,6 +558,18 @@ RULES: tuple[Rule, ...] = (
          "hands them to the ledger once a barrier waits (issue 17, M14)",
          ("barrier_ends_linger",), ("consent_batched",),
          (_b("barrier_left_lingering", "consent_batched", 1),)),
+    Rule("events.linger_holds", S000, "Events, settlement, and waits",
+         "a group-committing writer lingers: an append nobody hurries (no barrier, not "
+         "closing, no repair, neither a full group nor a full queue) starts only once the "
+         "writer's linger passed since its previous append ended, or since its hop's claim "
+         "for the first (issue 17, M14)",
+         ("linger_holds",), ("events",), (_b("writer_never_lingers", "events", 1),)),
+    Rule("events.settle_folds_steps", S000, "Events, settlement, and waits",
+         "a hop settles its terminal truth once its Step writer has no append in flight, so "
+         "the settlement carries the queued Steps and the terminal Step lands behind every "
+         "Step written; beside an append in flight it settles alone only after the whole "
+         "fold wait (1 s) (issue 17, M14)",
+         ("settle_folds_steps",), ("basic",), (_b("fold_without_waiting", "basic", 1),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

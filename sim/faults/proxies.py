@@ -358,9 +358,14 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         inner = getattr(self.inner, name)
         if name == "mark_published":
             ack_checks.on_mark_published(*args[:2])
-        if name in STEP_WRITES and self.world.group_commit:
-            # The caller's frame, before any await: the writer's queue as it took its group.
-            self.world.checker.on_step_append(sys._getframe(1))
+        appender = None
+        if name in STEP_WRITES:
+            if self.world.group_commit:
+                # The caller's frame, before any await: the writer's queue as it took its group.
+                self.world.checker.on_step_append(sys._getframe(1))
+            appender = self.world.checker.on_step_started(sys._getframe(1), self.boot.id)
+        elif name == "settle_run":
+            self.world.checker.on_settle_started(sys._getframe(1), args, kwargs)
         try:
             claimed = hop_key(args[0], args[1]) if name == "claim_delivery" else None
             result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args),
@@ -368,6 +373,9 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         except BaseException:
             ack_checks.on_call_failed()
             raise
+        finally:
+            if appender is not None:
+                self.world.checker.on_step_ended(appender)
         stale = STALE_HOP.get()
         if write and stale is not None:
             self.world.checker.on_stale_hop_write(stale, name, result)

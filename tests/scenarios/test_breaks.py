@@ -549,3 +549,21 @@ def test_long_stream_passes_the_runtime_s_own_bounds() -> None:
     assert max(e["data"]["cursor"] for e in events) > 256
     assert any(e["data"]["kind"] == "resync" and "watched" in e["data"]["sub"]
                for e in events)
+
+
+def test_a_writer_that_never_lingers_is_caught() -> None:
+    """A group-committing writer holds a group for its linger unless hurried
+    (sim.writer_checks, linger_holds): the break's writer appends each Step at once."""
+    seed, _, message = _first_violation("events", "writer_never_lingers", range(1, 10),
+                                        "linger_holds")
+    assert "inside its 0.05 s linger" in message
+    assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_fold_that_does_not_wait_for_the_append_in_flight_is_caught() -> None:
+    """A settling hop waits up to 1 s for its writer's append in flight before it
+    settles alone (sim.writer_checks, settle_folds_steps): the break's hop never waits."""
+    seed, _, message = _first_violation("basic", "fold_without_waiting", range(1, 10),
+                                        "settle_folds_steps")
+    assert "settles alone while its writer's appends have kept it busy" in message
+    assert run_simulation(seed, "basic", "swarm").ok

@@ -1,0 +1,157 @@
+"""Invariants of a hop's Step writer in time: its linger and its fold into settlement
+(issue 17, M14; seed 000_81a5c720b14d934a.txt "Events, settlement, and waits").
+
+The fault proxy over the ledger (`sim.faults.proxies.SimLedger`) reports each Step
+append as it starts and as it ends, and each settle_run attempt as it starts, with
+the caller's frame; the writer making an append (or the hop settling) is found in
+those frames, as `group_takes_queued` finds it. The checker keeps its own record
+of each writer's appends in flight; it reads writer and hop state, never calls
+them, and adds no await and no draw, so traces are unchanged.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import trio
+
+from runtime.events.hop import HopEvents
+from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from sim.checker import Checker
+
+FOLD_WAIT_S = 1.0
+"""The checker's copy of how long a settling hop waits for its writer's append in
+flight before it settles without folding its Steps in (runtime.events.hop)."""
+EPS = 1e-6
+WRITER_APPENDS = ("_process", "_process_group")
+FRAMES = 12
+"""Frames walked up from a ledger call to the writer or hop making it (the retry
+wrapper, the retry watch and the worker's own retry lie between)."""
+
+INVARIANTS = (
+    ("linger_holds", "a group-committing Step writer that lingers holds each group for "
+     "its linger unless something hurries it: an append nobody hurries (no barrier "
+     "waiting, not closing, no repair, fewer Steps than a group or the queue holds) "
+     "starts no sooner than the linger after the writer's previous append ended (after "
+     "its hop's claim, for the first)",
+     "issue 17, M14 (a hop's writer holds a group it could start for at most linger_s "
+     "while nobody waits on it; a barrier, a repair, a full group or queue and closing "
+     "end the linger at once)"),
+    ("settle_folds_steps", "a hop settles its terminal truth only once its Step writer "
+     "has no append in flight, so the settlement carries the Steps still queued and the "
+     "terminal Step behind every Step written; it settles alone beside an append in "
+     "flight only after that writer's appends kept it busy for the whole fold wait (1 s)",
+     "issue 17, M14 (fold_terminal waits at most FOLD_WAIT_S until no append is in "
+     "flight, then hands the queued Steps and the terminal Step to settle_run)"),
+)
+
+
+@dataclass
+class Busy:
+    """A writer's appends as the proxy saw them."""
+
+    in_flight: int = 0
+    since: float = 0.0
+    """When its appends began to follow one another without a moment's gap."""
+    ended: float | None = None
+    """When its last append ended."""
+
+
+def _frame(caller: FrameType | None, names: tuple[str, ...]) -> FrameType | None:
+    for _ in range(FRAMES):
+        if caller is None or caller.f_code.co_name in names:
+            return caller
+        caller = caller.f_back
+    return None
+
+
+class WriterChecks:
+    def __init__(self, checker: Checker) -> None:
+        self.checker = checker
+        self.busy: weakref.WeakKeyDictionary[StepWriter, Busy] = weakref.WeakKeyDictionary()
+        self.claimed: dict[tuple[str, UUID, int], float] = {}
+        """When each boot's claim of (Run, sequence) committed: before its hop's writer."""
+        self.judged: weakref.WeakSet[StepWriter] = weakref.WeakSet()
+        """Writers whose hop's first settle_run attempt was judged (retries are not)."""
+
+    def on_claim(self, boot_id: str, run_id: UUID, seq: int) -> None:
+        self.claimed[(boot_id, run_id, seq)] = trio.current_time()
+
+    def append_started(self, caller: FrameType | None, boot_id: str) -> StepWriter | None:
+        """A Step append begins (before any await); the writer making it, if a writer's."""
+        frame = _frame(caller, WRITER_APPENDS)
+        writer = None if frame is None else frame.f_locals.get("self")
+        if not isinstance(writer, StepWriter):
+            return None
+        now = trio.current_time()
+        busy = self.busy.setdefault(writer, Busy())
+        ended = busy.ended
+        if busy.in_flight == 0 and (ended is None or now > ended):
+            busy.since = now
+        busy.in_flight += 1
+        assert frame is not None
+        group = frame.f_locals.get("group") or [frame.f_locals.get("item")]
+        if writer._linger_s > 0 and group[0] is not None and group[0].repair is None:
+            self.checker._guarded(lambda: self._linger(writer, len(group), ended, boot_id, now))
+        return writer
+
+    def append_ended(self, writer: StepWriter) -> None:
+        busy = self.busy[writer]
+        busy.in_flight -= 1
+        busy.ended = trio.current_time()
+
+    def _linger(self, writer: StepWriter, taken: int, ended: float | None, boot_id: str,
+                now: float) -> None:
+        queued = taken + len(writer._queue)
+        if (writer._closing or writer._waiters > 0 or writer._repair is not None
+                or queued >= GROUP_COMMIT_LIMIT or queued >= writer._capacity):
+            return  # hurried: the linger ends at once
+        since = ended if ended is not None else self.claimed.get(
+            (boot_id, writer.run_id, writer.seq))
+        if since is None or now - since >= writer._linger_s - EPS:
+            return
+        self.checker.fail("linger_holds", f"the Step writer of Run {writer.run_id} (seq "
+                          f"{writer.seq}) starts an append of {taken} Step(s) "
+                          f"{now - since:.6g} s after its "
+                          f"{'previous append ended' if ended is not None else 'claim'}, "
+                          f"inside its {writer._linger_s:g} s linger, with nothing hurrying "
+                          "it", run=str(writer.run_id))
+
+    def settle_started(self, caller: FrameType | None, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> None:
+        """A settle_run attempt begins (before any await): settle_folds_steps, judged at
+        the first attempt of a hop's settlement."""
+        frame = _frame(caller, ("_hop",))
+        events = None if frame is None else frame.f_locals.get("events")
+        if not isinstance(events, HopEvents):
+            return
+        writer = events.writer
+        if writer in self.judged:
+            return
+        self.judged.add(writer)
+        busy = self.busy.get(writer)
+        channel = events.channel
+        if (busy is None or busy.in_flight == 0 or channel is None or channel._closed
+                or channel._terminal is not None):
+            return  # nothing in flight; or no channel to fold from, or one a cancel ended
+            # (its run.cancelled, teed to this writer, may be the append in flight)
+        step = args[4] if len(args) > 4 else kwargs.get("step")
+        now = trio.current_time()
+        if step is not None:
+            self.checker.fail("settle_folds_steps", f"a hop of Run {writer.run_id} settles "
+                              f"with its Steps folded in while its writer's append (busy "
+                              f"{now - busy.since:.6g} s) is in flight",
+                              run=str(writer.run_id))
+        if now - busy.since < FOLD_WAIT_S - EPS:
+            self.checker.fail("settle_folds_steps", f"a hop of Run {writer.run_id} settles "
+                              f"alone while its writer's appends have kept it busy only "
+                              f"{now - busy.since:.6g} s: the fold waits up to "
+                              f"{FOLD_WAIT_S:g} s for them to fold its terminal Step in",
+                              run=str(writer.run_id))
