@@ -1,7 +1,10 @@
 """Scenario `admission_race`: several clients submit the same scoped idempotency
 key at the same virtual instant, with identical content and with one fingerprint
 field changed, some holding the admission for their retention hook, and later
-replay HELD admissions with and without a hook, under crashes and faults. Two
+replay HELD admissions with and without a hook, under crashes and faults. Every
+key admits a `chatty` Run, whose hop holds its claim for about 2 s (CHATTY_TOKENS),
+so a second creator of a HELD admission often releases it while the hop is
+claimed: the admission then only observes the later state. Two
 Vessels serve the one database; half the bursts go through both at once, so no
 process lock serialises them and a replay can find the other's admission HELD.
 
@@ -39,6 +42,15 @@ def _variant(world: World, base: Submit) -> Submit:
     return Submit(changed, held=base.held)
 
 
+CHATTY_TOKENS = 40
+"""A chatty key's hop streams this many tokens 0.05 s apart: its delivery stays
+CLAIMED for about 2 s, as long as two retention hooks can differ (0-2 s): when
+two submissions of the same content at the same instant both find their own
+records (engine.own_commit) and both hold the admission, the later hook releases
+it while the earlier one's hop holds the claim; that admission must only observe
+the CLAIMED delivery, never hand it to the broker again (publish_open_hop)."""
+
+
 async def _burst(client: Client, subs: list[Submit]) -> None:
     """Every submission of the burst at the same virtual instant."""
     async with anyio.create_task_group() as tg:
@@ -56,9 +68,9 @@ async def drive(world: World) -> None:
         if bases and rng.random() < 0.3:
             base = rng.choice(bases)  # a later race on a key already admitted (maybe HELD)
         else:
-            intent = Intent(pattern="echo", prompt=f"race-{i}", source="sim",
+            intent = Intent(pattern="chatty", prompt=f"race-{i}", source="sim",
                             sigil=rng.choice(("alice", "bob")), scopes=("runs:write",),
-                            content={"n": i, "burst": f"race-{i}"},
+                            content={"n": i, "burst": f"race-{i}", "tokens": CHATTY_TOKENS},
                             priority=rng.randint(0, 100) if rng.random() < 0.5 else None,
                             idempotency_key=f"race-{i}")
             base = Submit(intent, held=rng.random() < 0.4)

@@ -47,3 +47,24 @@ def test_a_held_admission_replayed_through_the_other_vessel_without_its_hook_is_
     refused = [json.loads(line)["data"] for line in result.trace_lines
                if '"outcome":"HeldWithoutOwner"' in line]
     assert refused and all(r["held"] is False and r["run_id"] for r in refused)
+
+
+def test_a_second_creator_releases_a_held_admission_its_twin_already_claimed() -> None:
+    """Two submissions of one content at one instant both find their own records and
+    both hold the admission; chatty hops keep the claim about 2 s, so the later hook
+    releases a delivery the earlier one's hop has claimed (engine.submit must then only
+    observe it: publish_open_hop). Seed 3 is the first to show it."""
+    result = run_simulation(3, "admission_race", "swarm")
+    assert result.ok, (result.invariant, result.violation)
+    claimed: set[str] = set()
+    late = []
+    for line in result.trace_lines:
+        record = json.loads(line)
+        run = record["data"].get("run_id")
+        if record["event"] == "tx.claim_delivery":
+            claimed.add(run)
+        elif record["event"] == "tx.settle_run":
+            claimed.discard(run)
+        elif record["event"] == "tx.release_held" and run in claimed:
+            late.append(run)
+    assert late, "no admission released a delivery while it was claimed"
