@@ -95,6 +95,10 @@ INVARIANTS = (
      "(judged as each event reaches a stalled reader)",
      "seed 000 'Events, settlement, and waits' (each live subscriber's queue holds at "
      "most 256 events; a reader whose queue would overflow gets one resync boundary)"),
+    ("closed_channel_discarded", "a Run's channel is closed only through its bus, which "
+     "forgets it in the same step: no bus of a live process holds a closed channel",
+     "seed 000 'Events, settlement, and waits' (the bus is a live stream; a channel "
+     "lives until its owner closes and discards it, runtime/events/bus.py)"),
     ("barrier_ends_linger", "a Step writer holding queued Steps for a later group "
      "(lingering) stops holding them once a barrier waits on it: it never waits for more "
      "work while a barrier waits and Steps are queued",
@@ -256,13 +260,18 @@ class EventChecks:
                                 run=str(run_id), boot=boot.number)
 
     def after_write(self) -> None:
-        """tee_to_live_writer, close_ends_when_drained and barrier_ends_linger, over
-        every open channel of the boots alive now (and the writer it tees to);
-        dropped_channel_unread, over the followed channels their bus has dropped."""
+        """closed_channel_discarded, tee_to_live_writer, close_ends_when_drained and
+        barrier_ends_linger, over every channel of the boots alive now (and the writer
+        it tees to); dropped_channel_unread, over the followed channels their bus has
+        dropped."""
         if self.followed:
             self._dropped_channels()
         for boot in self.checker.world.alive_boots():
             for run_id, channel in boot.vessel.worker.bus._channels.items():
+                if channel._closed:  # close sets it and the bus discards, with no await
+                    self.fail("closed_channel_discarded", f"the bus of boot {boot.number} "
+                              f"still holds the closed channel of Run {run_id}",
+                              run=str(run_id), boot=boot.number)
                 self._closing(boot, run_id, channel)
                 sink = channel._sink
                 if isinstance(sink, StepWriter):

@@ -38,6 +38,7 @@ from runtime.errors import (
     SessionBusy,
     StopUnproven,
 )
+from runtime.events.bus import EventBus
 from runtime.events.channel import ResyncReason, RunChannel, Subscription
 from runtime.events.hop import TERMINAL_KINDS, HopEvents
 from runtime.events.model import Event
@@ -967,6 +968,13 @@ def _hurried_unless_barrier(self: StepWriter) -> bool:
             or queued >= GROUP_COMMIT_LIMIT or queued >= self._capacity)
 
 
+def _discard_forgotten(self: EventBus, run_id: UUID, channel: RunChannel | None = None) -> None:
+    """A bus that never forgets a channel: closed ones stay registered until the channel
+    bound evicts them (the mutation tool's survivor `bus.py:77`, `current is not None`
+    made `is None`; caught by closed_channel_discarded)."""
+    return
+
+
 async def _linger_not_at_all(self: StepWriter) -> None:
     """A group-committing writer that never holds a group: each append starts as soon
     as a Step is queued, however long its linger (caught by linger_holds)."""
@@ -1146,6 +1154,7 @@ RULE_BREAKS = BreakTable({
     "boundary_two_before_terminal": (Subscription, "_boundary", _boundary_two_before_terminal),
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "writer_never_lingers": (StepWriter, "_linger", _linger_not_at_all),
+    "channel_never_discarded": (EventBus, "discard", _discard_forgotten),
     "fold_without_waiting": (HopEvents, "fold_terminal", _fold_without_waiting),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),

@@ -558,6 +558,11 @@ RULES: tuple[Rule, ...] = (
          "hands them to the ledger once a barrier waits (issue 17, M14)",
          ("barrier_ends_linger",), ("consent_batched",),
          (_b("barrier_left_lingering", "consent_batched", 1),)),
+    Rule("events.closed_channel_discarded", S000, "Events, settlement, and waits",
+         "a Run's channel lives until its owner closes it through the bus, which discards "
+         "it at once: a live process's bus never keeps a closed channel",
+         ("closed_channel_discarded",), ("events",),
+         (_b("channel_never_discarded", "events", 1),)),
     Rule("events.linger_holds", S000, "Events, settlement, and waits",
          "a group-committing writer lingers: an append nobody hurries (no barrier, not "
          "closing, no repair, neither a full group nor a full queue) starts only once the "

@@ -567,3 +567,12 @@ def test_a_fold_that_does_not_wait_for_the_append_in_flight_is_caught() -> None:
                                         "settle_folds_steps")
     assert "settles alone while its writer's appends have kept it busy" in message
     assert run_simulation(seed, "basic", "swarm").ok
+
+
+def test_a_bus_that_keeps_closed_channels_is_caught() -> None:
+    """A channel's owner closes it through the bus, which discards it at once
+    (sim.event_checks, closed_channel_discarded): the break's bus never discards."""
+    seed, _, message = _first_violation("events", "channel_never_discarded", range(1, 10),
+                                        "closed_channel_discarded")
+    assert "still holds the closed channel" in message
+    assert run_simulation(seed, "events", "swarm").ok
