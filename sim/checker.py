@@ -48,6 +48,8 @@ from sim.outcome_checks import (
 )
 from sim.page_checks import INVARIANTS as PAGE_INVARIANTS
 from sim.page_checks import PageChecks
+from sim.relay_checks import INVARIANTS as RELAY_INVARIANTS
+from sim.relay_checks import RelayChecks
 from sim.retry_checks import INVARIANTS as RETRY_INVARIANTS
 from sim.retry_checks import RetryChecks
 from sim.startup_checks import INVARIANTS as STARTUP_INVARIANTS
@@ -282,7 +284,7 @@ INVARIANTS.update(
                                *HOP_INVARIANTS, *BOOT_INVARIANTS,
                                *ADMISSION_INVARIANTS, *STASIS_INVARIANTS, *PAGE_INVARIANTS,
                                *JOB_INVARIANTS, *EVENT_INVARIANTS, *WRITER_INVARIANTS,
-                               *DEBT_INVARIANTS,
+                               *DEBT_INVARIANTS, *RELAY_INVARIANTS,
                                *ack_checks.INVARIANTS, *rotation_checks.INVARIANTS,
                                *token_checks.INVARIANTS, *input_checks.INVARIANTS)
 )
@@ -348,6 +350,7 @@ class Checker:
         self.job_checks = JobChecks(self)
         self.event_checks = EventChecks(self)
         self.writer_checks = WriterChecks(self)
+        self.relay_checks = RelayChecks(self)
         self.debt_checks = DebtChecks(self)
         self.terminal_steps: dict[UUID, tuple[int, int]] = {}
         """Per Run: Steps already scanned and terminal Steps among them."""
@@ -1059,6 +1062,7 @@ class Checker:
                 self.boot_checks.final()
             if check_liveness:
                 rotation_checks.final(self)  # before liveness: it names why the Run waits
+                self.relay_checks.final()  # so does a relay its supervisor left dead
                 self._check_liveness()
                 self._check_evidence()
                 self._check_cleanup()

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -29,6 +29,7 @@ from runtime.adapters import settle_rule
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.jobs_store import MemoryJobStore
 from runtime.adapters.memory.ledger import MemoryLedger
+from runtime.app import lifespan as lifespan_module
 from runtime.cancel import Canceller
 from runtime.engine import RunEngine, Submission
 from runtime.errors import (
@@ -74,6 +75,7 @@ from runtime.models import (
     Settlement,
 )
 from runtime.recovery import debts
+from runtime.recovery import supervisor as supervisor_module
 from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.relay import Relays
@@ -997,6 +999,21 @@ async def _fold_without_waiting(self: HopEvents, settlement: Settlement) -> Any:
     return (kind, {"error": settlement.error}), taken
 
 
+def _backoff_flat(failures: int) -> float:
+    """A supervisor whose backoff forgets to double: every restart waits the base delay
+    (caught by relay_restarted_on_backoff from the second failure of a boot's relay)."""
+    return supervisor_module.BACKOFF_BASE_S
+
+
+async def _supervise_once(name: str, relay: Callable[[], Awaitable[None]],
+                          on_restart: Callable[[str, int], None] | None = None) -> None:
+    """A supervisor that runs its relay once: a relay that exits stays dead until
+    shutdown (caught by relay_restarted_on_backoff: the restart never comes)."""
+    with contextlib.suppress(Exception):
+        await relay()
+    await anyio.sleep_forever()
+
+
 def _subscription_born_cut_off(self: Subscription, channel: RunChannel, key: int,
                                after_cursor: int) -> None:
     """Every reader starts reported cut off (the mutation tool's survivor
@@ -1155,6 +1172,8 @@ RULE_BREAKS = BreakTable({
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "writer_never_lingers": (StepWriter, "_linger", _linger_not_at_all),
     "channel_never_discarded": (EventBus, "discard", _discard_forgotten),
+    "relay_backoff_flat": (supervisor_module, "backoff", _backoff_flat),
+    "relay_left_dead": (lifespan_module, "supervise", _supervise_once),
     "fold_without_waiting": (HopEvents, "fold_terminal", _fold_without_waiting),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),

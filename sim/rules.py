@@ -402,6 +402,12 @@ RULES: tuple[Rule, ...] = (
          "that would not go as owed (the relay pays them), never hiding one",
          ("startup_names_cleanup_debts",), ("restart_storm", "crashloop"),
          (_b("cleanup_debts_unreported", "restart_storm", 9),)),
+    Rule("relays.supervised_restart", S000, "Cancellation, mutation, and recovery",
+         "the lifespan supervisor restarts a relay that exits before shutdown, each time "
+         "after a deterministic exponential backoff (0.1 s, doubling) capped at five "
+         "seconds, and the restarted relay goes on passing",
+         ("relay_restarted_on_backoff",), ("relay_bugs",),
+         (_b("relay_backoff_flat", "relay_bugs", 1), _b("relay_left_dead", "relay_bugs", 1))),
     Rule("relays.page_every_run", S000, "Cancellation, mutation, and recovery",
          "each relay pass reads one revisit page and one forward page, and the forward cursor "
          "goes round every page, so no Run drops out of repair however many wait",

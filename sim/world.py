@@ -35,6 +35,7 @@ from runtime.seams import Deps, Ledger
 from runtime.service import ServiceAttemptStore, ServiceContext
 from sim.actors import BootAgents, BootOrchestrator, SimAgentRuntime, SimOrchestrator
 from sim.clock import VirtualClock
+from sim.faults import relay_bug
 from sim.faults.injector import Injector
 from sim.faults.proxies import (
     CheckpointStuck,
@@ -144,6 +145,7 @@ class Boot(Incarnation):
         if not self.alive:
             return
         self.alive = False
+        self.world.checker.relay_checks.boot_ended(self.number)
         self.scope.cancel()
         self._leave()
         self.world.trace.emit("world", "boot.crash", boot=self.number, reason=reason)
@@ -194,6 +196,7 @@ class Boot(Incarnation):
 
     def stop(self) -> None:
         """A graceful restart: leave serving and run the lifespan's shutdown."""
+        self.world.checker.relay_checks.boot_ended(self.number)
         self.stopping.set()
 
     async def run(self) -> None:
@@ -253,6 +256,8 @@ class Boot(Incarnation):
         self.world.checker.on_startup_done(self.number, report.degraded, visited,
                                            report.cleanup_owed)
         self.ready = True
+        if self.lifespan.relays is not None:
+            relay_bug.install(self, self.lifespan.relays)
         if not self.frozen:
             self.world.live_boot = self
 

@@ -75,6 +75,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.ZOMBIE_KILL: "zombie_kill_per_point_hit",
     FaultKind.SLOW_RECONCILE: "slow_reconcile_per_boot",
     FaultKind.CLAIM_STUCK: "claim_stuck_per_claim",
+    FaultKind.RELAY_BUG: "relay_bug_per_pass",
 }
 """The option that gives each fault kind its probability per opportunity."""
 SIDE_KINDS = frozenset({FaultKind.CLAIM_STUCK})

@@ -188,6 +188,12 @@ class FaultOptions(BaseModel):
         description="how much longer a slow reconciliation takes: past a 15 s boot lease, "
         "so the lease registered before reconciling has run out by the time it is done",
     )
+    relay_bug_per_pass: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a maintenance relay pass raises past its guards, so the relay "
+        "exits and its supervisor restarts it (swarm does not draw it: the relay_bugs "
+        "scenario sets it)",
+    )
     max_crashes: int = Field(default=6, ge=0, description="crashes per simulation at most")
     restart_delay_s: tuple[float, float] = (1.0, 15.0)
 
@@ -228,6 +234,7 @@ class FaultOptions(BaseModel):
             (FaultKind.ZOMBIE_KILL, self.zombie_kill_per_point_hit),
             (FaultKind.SLOW_RECONCILE, self.slow_reconcile_per_boot),
             (FaultKind.CLAIM_STUCK, self.claim_stuck_per_claim),
+            (FaultKind.RELAY_BUG, self.relay_bug_per_pass),
         ]
         return [kind for kind, p in pairs if p > 0]
 

@@ -79,6 +79,11 @@ class FaultKind(enum.StrEnum):
     of its own): it stays live and reachable, but the lease it registered before
     reconciling may run out before it serves (seed 000, "Cancellation, mutation, and
     recovery": startup reconciliation; issue 18 item 5, boots.renewed_before_serving)."""
+    RELAY_BUG = "relay_bug"
+    """A maintenance relay pass raises past its per-step guards (a bug of the relay loop
+    itself, not of one Run): the relay exits before shutdown, and the lifespan supervisor
+    must restart it after its backoff (seed 000, "Cancellation, mutation, and recovery";
+    sim.faults.relay_bug)."""
 
 
 class AtPoint(BaseModel):

@@ -22,7 +22,12 @@
   by, and the Vessel restarts (gracefully or by a crash) with them all still
   waiting, so startup reconciliation and the relays page past the first page;
   a few claims stay stuck past the retry budget, so their jobs fail behind
-  QUEUED Runs that recovery must rotate.
+  QUEUED Runs that recovery must rotate;
+- `relay_bugs`: Runs of every pattern while the maintenance relay's own loop
+  often fails past its per-step guards (FaultKind.RELAY_BUG, most passes of a
+  boot in a row), so the lifespan supervisor restarts it again and again, its
+  backoff doubling up to the cap, and the relays must still recover what the
+  faults left behind.
 """
 
 from __future__ import annotations
@@ -77,6 +82,14 @@ def _stormy(options: FaultOptions) -> FaultOptions:
         "crash_per_point_hit": max(options.crash_per_point_hit, 0.02),
         "max_crashes": max(options.max_crashes, 8),
         "restart_delay_s": (0.2, 2.0),
+    })
+
+
+def _buggy_relays(options: FaultOptions) -> FaultOptions:
+    """Most relay passes fail past their guards: a boot's relay fails several times
+    in a row, so its supervisor's backoff doubles up to the 5 s cap."""
+    return options.model_copy(update={
+        "relay_bug_per_pass": max(options.relay_bug_per_pass, 0.6),
     })
 
 
@@ -239,6 +252,9 @@ DEGRADED_STARTUP = register(
     Scenario("degraded_startup", _describe("degraded_startup"), _degraded, heal, _doubtful)
 )
 CROWDED = register(Scenario("crowded", _describe("crowded"), _crowded, heal, _stuck_claims))
+RELAY_BUGS = register(
+    Scenario("relay_bugs", _describe("relay_bugs"), _crashloop, heal, _buggy_relays)
+)
 MISFILED_STASIS = register(
     Scenario("misfiled_stasis", _describe("misfiled_stasis"), _misfiled, heal, _crashy)
 )

@@ -576,3 +576,21 @@ def test_a_bus_that_keeps_closed_channels_is_caught() -> None:
                                         "closed_channel_discarded")
     assert "still holds the closed channel" in message
     assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_supervisor_backoff_that_does_not_double_is_caught() -> None:
+    """The relay supervisor's backoff doubles from 0.1 s up to 5 s (sim.relay_checks,
+    relay_restarted_on_backoff): the break's restarts all wait 0.1 s."""
+    seed, _, message = _first_violation("relay_bugs", "relay_backoff_flat", range(1, 10),
+                                        "relay_restarted_on_backoff")
+    assert "after its failure 2, not 5.2 s" in message
+    assert run_simulation(seed, "relay_bugs", "swarm").ok
+
+
+def test_a_relay_its_supervisor_leaves_dead_is_caught() -> None:
+    """A relay that exits before shutdown is restarted (sim.relay_checks,
+    relay_restarted_on_backoff): the break's supervisor runs its relay once."""
+    seed, _, message = _first_violation("relay_bugs", "relay_left_dead", range(1, 10),
+                                        "relay_restarted_on_backoff")
+    assert "was not restarted" in message
+    assert run_simulation(seed, "relay_bugs", "swarm").ok
