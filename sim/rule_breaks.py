@@ -1048,6 +1048,16 @@ def _failed_needs_provider_job(attempt: ServiceJobAttempt, outcome: ServiceOutco
     return bool(RULE_BREAKS.unbroken(_failed_needs_provider_job)(attempt, outcome, evidence))
 
 
+def _lookup_cancels_prepared(attempt: ServiceJobAttempt, outcome: ServiceOutcome,
+                             evidence: Evidence) -> bool:
+    """Settlement that takes a lookup as proof that a PREPARED attempt was never sent: the
+    client's cancel-settle of the attempt it just prepared is accepted (bad_input)."""
+    if (outcome.state is ServiceState.CANCELLED and attempt.state is ServiceState.PREPARED
+            and evidence.kind is EvidenceKind.LOOKUP_FOUND):
+        return True
+    return bool(RULE_BREAKS.unbroken(_lookup_cancels_prepared)(attempt, outcome, evidence))
+
+
 async def _pin_falls_back_to_latest(self: Worker, run: Run, *args: Any) -> None:
     """A worker that runs the latest version it holds when the pinned one is missing
     (a rolling upgrade's Run pinned one version up): the Run ends DONE under a
@@ -1129,6 +1139,7 @@ RULE_BREAKS = BreakTable({
     "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),
     "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
     "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),
+    "lookup_cancels_prepared": (service_rules, "_settle_allowed", _lookup_cancels_prepared),
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "open_pass_first_page": (service_attempts, "reconcile_open", _open_pass_first_page),
     "cancel_ignores_no_effect": (service_attempts, "_absent", _absent_never_cancels),

@@ -609,9 +609,12 @@ RULES: tuple[Rule, ...] = (
          (_b("rejection_not_settled", "service", 1),)),
     Rule("service.bad_input", S000, "Service job attempts",
          "an attempt record that arrives without its binding or its request fails "
-         "validation naming the missing field (not an error out of the digest filler)",
-         ("bad_input_refused",), ("bad_input",),
-         (_b("attempt_decode_keyerror", "bad_input", 1),)),
+         "validation naming the missing field (not an error out of the digest filler), "
+         "and a cancel-settle of an attempt just prepared (never sent) on a lookup is "
+         "refused: only proof that it was never submitted cancels it",
+         ("bad_input_refused", "service_settle_honoured"), ("bad_input",),
+         (_b("attempt_decode_keyerror", "bad_input", 1),
+          _b("lookup_cancels_prepared", "bad_input", 1))),
     Rule("service.digest_sealed", S000, "Service job attempts",
          "an attempt persists the exact digest of its request, binding and destination: a "
          "record whose digest was sealed over another request is refused before it is "

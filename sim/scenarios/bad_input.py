@@ -7,15 +7,19 @@ delivery with an empty workspace (decoded from its JSON form), an
 interpretation record numbered 0 or under fence -1 (from a JSON export), stage and
 close calls under fence -1 (the client's "no fence") carrying usage, an
 attempt record with its binding or request missing, and an attempt event that
-names interpretation 0 (interpretations count from 1). (A cancel-settle of an
-attempt it had just prepared was dropped: the service worker can send the
-attempt first, and the settle then races it, swarm seed 249.) Every such call must be
+names interpretation 0 (interpretations count from 1), and a cancel-settle of an
+attempt it has just prepared (so likely never sent) on a lookup. A lookup proves
+no cancellation in any state, so that settle must be refused whether or not the
+service worker sent the attempt first: the race that let the earlier
+containment and no-effect settles be accepted (swarm seed 249) cannot arise.
+Every such call must be
 refused with a clear error and leave no record; the ordinary work goes on
 (seed 004 "Durable states", "Alpha.2 accounting"; seed 000 "Service job
 attempts")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from uuid import UUID
@@ -23,6 +27,7 @@ from uuid import UUID
 import anyio
 from pydantic import ValidationError
 
+from runtime.errors import LedgerUnavailable
 from runtime.jobs import EvidenceRecord
 from runtime.jobs import models as job_models
 from runtime.jobs.models import (
@@ -35,14 +40,19 @@ from runtime.jobs.models import (
 )
 from runtime.service import (
     AttemptOwner,
+    ServiceError,
     ServiceJobAttempt,
+    ServiceState,
+    cancel,
     new_attempt,
+    prepare,
 )
+from runtime.service.models import Evidence, EvidenceKind, ServiceOutcome
 from sim.leased import MODEL_VERSION
 from sim.processes import Process, supervise
 from sim.scenarios import Scenario, leased_jobs, register, service
 from sim.scenarios.leased_jobs import Producer, work
-from sim.scenarios.service import BINDING, Requester, serve
+from sim.scenarios.service import BINDING, Requester, context, serve
 from sim.world import World
 
 CLIENT = "client"
@@ -153,6 +163,34 @@ def bad_attempt_event(world: World, n: int) -> None:
     emit(world, "attempt_event.decode", "invalid", error, ("interpretation",))
 
 
+async def bad_cancel(world: World, proc: Process, n: int) -> None:
+    """Prepare a fresh attempt, settle it CANCELLED at once on a lookup, then cancel it
+    properly. Only proof that it was never submitted cancels a PREPARED attempt, and
+    only containment or no effect a sent one: a lookup is refused in every state, so
+    the answer never depends on whether the service worker sent it first."""
+    ctx = context(world, proc)
+    attempt = new_attempt(world.entropy.new_id(), owner=AttemptOwner(job=f"client-{n}"),
+                          idempotency_key=f"client-key-{n}", generation=0,
+                          request={"op": "render", "item": 1000 + n}, binding=BINDING,
+                          now=world.clock.now())
+    try:
+        stored = await prepare(ctx, attempt)
+    except (LedgerUnavailable, ServiceError):
+        return
+    kind = EvidenceKind.LOOKUP_FOUND
+    evidence = Evidence(kind=kind, at=world.clock.now(), transmission=stored.transmissions)
+    error: BaseException | None = None
+    try:
+        await ctx.store.settle(stored.id, ServiceOutcome(state=ServiceState.CANCELLED),
+                               evidence, world.clock.now())
+    except Exception as exc:
+        error = exc
+    if not isinstance(error, LedgerUnavailable):
+        emit(world, f"service.settle.{kind.value}", "refused", error)
+    with contextlib.suppress(LedgerUnavailable, ServiceError):
+        await cancel(ctx, stored.id)  # else the service worker sends it as any other
+
+
 @dataclass
 class ClientState:
     """Outlives the client's incarnations: how many rounds it began, and whether it
@@ -178,6 +216,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_attempt_record(world, state.rounds)
             bad_attempt_event(world, state.rounds)
             await bad_jobs_call(world)
+            await bad_cancel(world, proc, state.rounds)
         finally:
             state.busy = False
 

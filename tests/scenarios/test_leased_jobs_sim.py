@@ -292,6 +292,22 @@ def test_bad_input_interpretation_records_are_refused_naming_the_bad_field() -> 
                for c in decoded)
 
 
+def test_a_cancel_settle_of_a_just_prepared_attempt_on_a_lookup_is_refused() -> None:
+    """`bad_input`: the client settles an attempt it just prepared CANCELLED on a lookup;
+    only proof that it was never submitted cancels a PREPARED attempt (seed 000 "Service
+    job attempts"), and a lookup cancels no attempt in any state, so the refusal never
+    depends on the service worker. The break takes the lookup as that proof."""
+    result = run_simulation(1, "bad_input", "swarm")
+    assert result.ok, (result.invariant, result.violation, result.error)
+    calls = [json.loads(line)["data"] for line in result.trace_lines
+             if '"event":"bad_input.call"' in line]
+    settles = [c for c in calls if c["target"] == "service.settle.lookup_found"]
+    assert settles and all(c["outcome"] == "IllegalTransition" for c in settles), settles
+    broken = run_simulation(1, "bad_input", "swarm", break_name="lookup_cancels_prepared")
+    assert broken.invariant in ("service_settle_honoured", "bad_input_refused"), broken.invariant
+    assert broken.violation is not None and "lookup_found" in broken.violation.message
+
+
 def test_an_absent_lookup_says_truly_why_it_proves_nothing() -> None:
     """`service`: a lookup that finds no job leaves the attempt INDETERMINATE saying either
     that an acknowledged job was lost (only of an attempt with a provider job identity) or
