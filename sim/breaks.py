@@ -217,6 +217,13 @@ def _any_start(started_at: float | None) -> bool:
     return True
 
 
+def _present_start(started_at: float | None) -> bool:
+    """Any start time present is trusted, a zero or infinite one too: startup compares
+    it with its cutoff and fences a job it cannot place (caught by live_hop_not_fenced
+    when a START_UNRECORDED probe shows 0.0 or inf)."""
+    return started_at is not None
+
+
 async def _mismatch_as_settled(
     self: DeliveryRecovery, run: Run, delivery: RunDelivery | None
 ) -> DeliveryVerdict:
@@ -645,6 +652,7 @@ BREAKS = BreakTable({
     "pin_misread": (Worker, "_execute", _misread_pin),
     "abandoned_hop_left_live": (orphans, "abandoned", _every_own_claim_live),
     "untrusted_start_fenced": (deliveries, "trustworthy_start", _any_start),
+    "degenerate_start_trusted": (deliveries, "trustworthy_start", _present_start),
     "mismatch_passed_clean": (DeliveryRecovery, "_out_of_step", _mismatch_as_settled),
     "mismatch_called_corrupt": (DeliveryRecovery, "_out_of_step", _every_doubt_corrupt),
     # The retry bound of the old count-based loop (6 tries, about 1.5 s): a

@@ -355,10 +355,12 @@ RULES: tuple[Rule, ...] = (
          ("cleanup_never_blocks", "checkpoint_released"), ("crashloop",),
          (_b("cleanup_blocks_startup", "crashloop", 9),)),
     Rule("startup.untrusted_start_degrades", S000, "Cancellation, mutation, and recovery",
-         "an active broker row without a trustworthy start timestamp is never fenced as "
-         "pre-boot: the pass degrades (the strict profile refuses) and the job is left alone",
+         "an active broker row without a trustworthy start timestamp (none, zero or "
+         "infinite) is never fenced as pre-boot: the pass degrades (the strict profile "
+         "refuses) and the job is left alone",
          ("live_hop_not_fenced", "startup_degrades_honestly"), ("degraded_startup",),
-         (_b("untrusted_start_fenced", "degraded_startup", 2),)),
+         (_b("untrusted_start_fenced", "degraded_startup", 2),
+          _b("degenerate_start_trusted", "degraded_startup", 4))),
     Rule("startup.delivery_truth_degrades", S000, "Cancellation, mutation, and recovery",
          "a QUEUED Run whose delivery row is missing or out of step with it (re-read first) "
          "is never passed as clean: the pass degrades and the strict profile refuses",

@@ -9,7 +9,9 @@ so a call that was parked when its boot died still has no effect.
 
 from __future__ import annotations
 
+import math
 import sys
+import zlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from datetime import datetime
@@ -50,6 +52,9 @@ HOLDS = (FaultKind.PAUSE, *STALLS)
 """Faults that hold a boot at a point and then let it go on (sim.pause, zombies)."""
 DRIFTS = (DeliveryState.CLAIMED, DeliveryState.SETTLED, DeliveryState.FAILED)
 """What a drifted delivery row reads as (chosen by the Run id: no random draw)."""
+UNRECORDED_STARTS: tuple[float | None, ...] = (None, 0.0, math.inf)
+"""Start times a START_UNRECORDED probe shows: none of them can be compared with a boot
+cutoff (runtime.recovery.deliveries.trustworthy_start: present, finite, positive)."""
 
 
 class _Guarded:
@@ -470,7 +475,9 @@ class SimBroker(_Guarded):
 
     def _unrecorded(self, info: JobInfo | None) -> JobInfo | None:
         """FaultKind.START_UNRECORDED: a QUEUED Run's active hop job, as this boot
-        probes it, has no start time (the broker's own row keeps it)."""
+        probes it, has no start time it can compare with its boot cutoff (the broker's
+        own row keeps the true one): none, zero (a defaulted column) or infinite (a
+        corrupt float), by the hop key (UNRECORDED_STARTS; no draw of its own)."""
         if info is None or info.status is not JobStatus.ACTIVE \
                 or not self._queued_at(info.run_id, info.seq):
             return info
@@ -480,7 +487,8 @@ class SimBroker(_Guarded):
             return info
         if fresh:
             self.world.checker.on_start_unrecorded(self.boot.number, info.key)
-        return info.model_copy(update={"started_at": None})
+        shown = UNRECORDED_STARTS[zlib.crc32(info.key.encode()) % len(UNRECORDED_STARTS)]
+        return info.model_copy(update={"started_at": shown})
 
     async def abort(self, key: str, reason: str) -> JobInfo | None:
         self.boot.check_alive()

@@ -246,6 +246,10 @@ def test_a_relay_that_fences_its_own_live_hops_is_caught_as_a_false_abandonment(
         # for pre-boot and aborts it.
         ("untrusted_start_fenced", "live_hop_not_fenced",
          "whose start time it never saw", "without a trustworthy start time"),
+        # degenerate_start_trusted: startup trusts a start time of 0.0 or inf (as a
+        # START_UNRECORDED probe may show) and places the job by it.
+        ("degenerate_start_trusted", "live_hop_not_fenced",
+         "whose start time it never saw", "without a trustworthy start time"),
         # mismatch_passed_clean: a QUEUED Run whose delivery row reads CLAIMED,
         # SETTLED or FAILED is reported settled elsewhere and startup serves as clean.
         ("mismatch_passed_clean", "startup_degrades_honestly",
