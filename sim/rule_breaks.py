@@ -1058,6 +1058,18 @@ def _lookup_cancels_prepared(attempt: ServiceJobAttempt, outcome: ServiceOutcome
     return bool(RULE_BREAKS.unbroken(_lookup_cancels_prepared)(attempt, outcome, evidence))
 
 
+def _absent_lookup_succeeds(attempt: ServiceJobAttempt, outcome: ServiceOutcome,
+                            evidence: Evidence) -> bool:
+    """Settlement that takes a lookup finding no job as proof of success for an
+    acknowledged attempt: the client's forged SUCCEEDED is accepted (bad_input)."""
+    if (outcome.state is ServiceState.SUCCEEDED and attempt.provider_job_id is not None
+            and attempt.state in (ServiceState.ACCEPTED, ServiceState.RUNNING,
+                                  ServiceState.INDETERMINATE)
+            and evidence.kind is EvidenceKind.LOOKUP_ABSENT):
+        return True
+    return bool(RULE_BREAKS.unbroken(_absent_lookup_succeeds)(attempt, outcome, evidence))
+
+
 async def _pin_falls_back_to_latest(self: Worker, run: Run, *args: Any) -> None:
     """A worker that runs the latest version it holds when the pinned one is missing
     (a rolling upgrade's Run pinned one version up): the Run ends DONE under a
@@ -1140,6 +1152,7 @@ RULE_BREAKS = BreakTable({
     "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
     "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),
     "lookup_cancels_prepared": (service_rules, "_settle_allowed", _lookup_cancels_prepared),
+    "absent_lookup_succeeds": (service_rules, "_settle_allowed", _absent_lookup_succeeds),
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),
     "open_pass_first_page": (service_attempts, "reconcile_open", _open_pass_first_page),
     "cancel_ignores_no_effect": (service_attempts, "_absent", _absent_never_cancels),

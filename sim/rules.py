@@ -613,10 +613,12 @@ RULES: tuple[Rule, ...] = (
          "an attempt record that arrives without its binding or its request fails "
          "validation naming the missing field (not an error out of the digest filler), "
          "and a cancel-settle of an attempt just prepared (never sent) on a lookup is "
-         "refused: only proof that it was never submitted cancels it",
+         "refused: only proof that it was never submitted cancels it; a SUCCEEDED settle "
+         "with a forged result on a lookup that found no job is refused too",
          ("bad_input_refused", "service_settle_honoured"), ("bad_input",),
          (_b("attempt_decode_keyerror", "bad_input", 1),
-          _b("lookup_cancels_prepared", "bad_input", 1))),
+          _b("lookup_cancels_prepared", "bad_input", 1),
+          _b("absent_lookup_succeeds", "bad_input", 1))),
     Rule("service.digest_sealed", S000, "Service job attempts",
          "an attempt persists the exact digest of its request, binding and destination: a "
          "record whose digest was sealed over another request is refused before it is "

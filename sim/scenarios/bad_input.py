@@ -11,8 +11,9 @@ names interpretation 0 (interpretations count from 1), and a cancel-settle of an
 attempt it has just prepared (so likely never sent) on a lookup. A lookup proves
 no cancellation in any state, so that settle must be refused whether or not the
 service worker sent the attempt first: the race that let the earlier
-containment and no-effect settles be accepted (swarm seed 249) cannot arise.
-Every such call must be
+containment and no-effect settles be accepted (swarm seed 249) cannot arise;
+and a SUCCEEDED settle with a forged result, on a lookup that found no job, of an
+open attempt the provider acknowledged. Every such call must be
 refused with a clear error and leave no record; the ordinary work goes on
 (seed 004 "Durable states", "Alpha.2 accounting"; seed 000 "Service job
 attempts")."""
@@ -191,6 +192,32 @@ async def bad_cancel(world: World, proc: Process, n: int) -> None:
         await cancel(ctx, stored.id)  # else the service worker sends it as any other
 
 
+async def bad_success(world: World, proc: Process, n: int) -> None:
+    """Settle an open, acknowledged attempt SUCCEEDED with a forged result on a lookup
+    that found no job: only a lookup that found the acknowledged job proves success, and
+    a forged result conflicts with any terminal one, so the settle is refused whatever
+    the service worker did to the attempt meanwhile."""
+    ctx = context(world, proc)
+    try:
+        batch = await ctx.store.open_attempts(None, 50)
+    except LedgerUnavailable:
+        return
+    acknowledged = [a for a in batch if a.provider_job_id is not None]
+    if not acknowledged:
+        return
+    target = world.streams.actors.choice(acknowledged)
+    kind = EvidenceKind.LOOKUP_ABSENT
+    evidence = Evidence(kind=kind, at=world.clock.now(), transmission=target.transmissions)
+    forged = ServiceOutcome(state=ServiceState.SUCCEEDED, result={"forged": n})
+    error: BaseException | None = None
+    try:
+        await ctx.store.settle(target.id, forged, evidence, world.clock.now())
+    except Exception as exc:
+        error = exc
+    if not isinstance(error, LedgerUnavailable):
+        emit(world, f"service.settle.{kind.value}", "refused", error)
+
+
 @dataclass
 class ClientState:
     """Outlives the client's incarnations: how many rounds it began, and whether it
@@ -217,6 +244,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_attempt_event(world, state.rounds)
             await bad_jobs_call(world)
             await bad_cancel(world, proc, state.rounds)
+            await bad_success(world, proc, state.rounds)
         finally:
             state.busy = False
 

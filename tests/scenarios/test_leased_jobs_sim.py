@@ -308,6 +308,22 @@ def test_a_cancel_settle_of_a_just_prepared_attempt_on_a_lookup_is_refused() -> 
     assert broken.violation is not None and "lookup_found" in broken.violation.message
 
 
+def test_a_forged_success_on_an_absent_lookup_is_refused() -> None:
+    """`bad_input`: the client settles an open acknowledged attempt SUCCEEDED with a
+    forged result on a lookup that found no job; only a lookup that found the job proves
+    success (seed 000 "Service job attempts"). The break takes the absent lookup as proof."""
+    result = run_simulation(1, "bad_input", "swarm")
+    assert result.ok, (result.invariant, result.violation, result.error)
+    calls = [json.loads(line)["data"] for line in result.trace_lines
+             if '"event":"bad_input.call"' in line]
+    settles = [c for c in calls if c["target"] == "service.settle.lookup_absent"]
+    assert settles and all(c["outcome"] in ("IllegalTransition", "ServiceResultConflict")
+                           for c in settles), settles
+    broken = run_simulation(1, "bad_input", "swarm", break_name="absent_lookup_succeeds")
+    assert broken.invariant in ("service_settle_honoured", "bad_input_refused"), broken.invariant
+    assert broken.violation is not None and "lookup_absent" in broken.violation.message
+
+
 def test_an_absent_lookup_says_truly_why_it_proves_nothing() -> None:
     """`service`: a lookup that finds no job leaves the attempt INDETERMINATE saying either
     that an acknowledged job was lost (only of an attempt with a provider job identity) or
