@@ -33,6 +33,18 @@ class with the same `__exit__` body instead; the bookkeeping, and so the
 schedule and the trace, is the same, which the trace-hash comparison checks.
 It also makes no exception of its own, and one raised inside the block
 propagates unchanged (only its traceback lacks contextlib's frames).
+
+`direct_trio()`: anyio's checkpoint and sleep helpers, called by the runtime on
+every ledger, broker and wait step, look up the running backend (sniffio, a
+dict) and then await the trio backend's classmethod, which awaits trio's own
+function: two coroutine frames more per await, and every later resumption of
+the task passes through them. While it is in force `anyio.sleep`,
+`anyio.current_time` and `anyio.lowlevel.checkpoint`,
+`checkpoint_if_cancelled` and `cancel_shielded_checkpoint` are trio's
+functions themselves (sleep keeps anyio's argument check), which is exactly
+what the trio backend ends up calling, so the schedule and the trace are the
+same. Only `run_simulation` enters it, around a trio run it owns; the runtime's
+code still calls anyio, and its attributes are restored on the way out.
 """
 
 from __future__ import annotations
@@ -137,3 +149,34 @@ def plain_deadline_updates() -> Iterator[None]:
         yield
     finally:
         cls._might_change_registered_deadline = original
+
+
+async def _direct_sleep(delay: float) -> None:
+    """`anyio.sleep` on trio without the backend lookup: the same check, then trio."""
+    if not delay >= 0:
+        raise ValueError("delay must be a non-negative number")
+    await trio.sleep(delay)
+
+
+@contextlib.contextmanager
+def direct_trio() -> Iterator[None]:
+    """Within this block anyio's checkpoint, sleep and clock helpers are trio's own
+    (see the module); restored on the way out. For a trio run only."""
+    import anyio
+    import anyio.lowlevel
+
+    swaps: list[tuple[Any, str, Any]] = [
+        (anyio, "sleep", _direct_sleep),
+        (anyio, "current_time", trio.current_time),
+        (anyio.lowlevel, "checkpoint", trio.lowlevel.checkpoint),
+        (anyio.lowlevel, "checkpoint_if_cancelled", trio.lowlevel.checkpoint_if_cancelled),
+        (anyio.lowlevel, "cancel_shielded_checkpoint", trio.lowlevel.cancel_shielded_checkpoint),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    for module, name, direct in swaps:
+        setattr(module, name, direct)
+    try:
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)

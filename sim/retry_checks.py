@@ -25,7 +25,6 @@ number, so watching a world changes none of its traces.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -102,8 +101,22 @@ class RetryWatch:
         if name.startswith("_") or not callable(attr):
             return attr
 
+        checks = self._checks
+
         async def call(*args: Any, **kwargs: Any) -> Any:
-            return await self._checks.watch(name, lambda: attr(*args, **kwargs))
+            # RetryChecks.watch, inline: one coroutine frame fewer under every ledger
+            # call (each of its checkpoints resumes them all).
+            record = CallRecord(name)
+            token = CURRENT.set(record)
+            gave_up = False
+            try:
+                return await attr(*args, **kwargs)
+            except LedgerUnavailable:
+                gave_up = True
+                raise
+            finally:
+                CURRENT.reset(token)
+                checks.checker._guarded(lambda: checks.judge(record, gave_up))
 
         # Kept: later lookups find it without __getattr__ (nor the inner ledger's own,
         # which builds its wrapper afresh each time). The wrappers hold no state of a
@@ -132,19 +145,6 @@ class RetryChecks:
             self.checker.fail("retry_backoff", f"the jitter of {len(self.factors)} retry waits "
                               f"stayed within [{low:.4g}, {high:.4g}]: drawn on one side of "
                               "the nominal delay only")
-
-    async def watch(self, name: str, op: Callable[[], Awaitable[Any]]) -> Any:
-        record = CallRecord(name)
-        token = CURRENT.set(record)
-        gave_up = False
-        try:
-            return await op()
-        except LedgerUnavailable:
-            gave_up = True
-            raise
-        finally:
-            CURRENT.reset(token)
-            self.checker._guarded(lambda: self.judge(record, gave_up))
 
     def judge(self, record: CallRecord, gave_up: bool) -> None:
         attempts = record.attempts

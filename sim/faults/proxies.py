@@ -57,6 +57,26 @@ UNRECORDED_STARTS: tuple[float | None, ...] = (None, 0.0, math.inf)
 cutoff (runtime.recovery.deliveries.trustworthy_start: present, finite, positive)."""
 
 
+class _Gate:
+    """The liveness gate of `_Guarded._guard` as a plain context manager, for the hot
+    seam calls that inline `_guard` (after its thaw): the boot is checked alive, and
+    the memory adapters' BEFORE_APPLY hook re-checks it right before any write, while
+    the block runs. A class, not a coroutine: a ledger or broker call's checkpoints
+    resume every coroutine frame it stacks, and this one adds none."""
+
+    __slots__ = ("check", "token")
+
+    def __init__(self, boot: Boot) -> None:
+        self.check = boot.check_alive
+
+    def __enter__(self) -> None:
+        self.check()
+        self.token = BEFORE_APPLY.set(self.check)
+
+    def __exit__(self, *exc: object) -> None:
+        BEFORE_APPLY.reset(self.token)
+
+
 class _Guarded:
     def __init__(self, boot: Boot) -> None:
         self.boot = boot
@@ -77,12 +97,8 @@ class _Guarded:
         """Run `op` with the liveness gate installed for this task."""
         if self.boot.frozen:  # self._hold(), without a coroutine per call: the hot path
             await self.boot.thaw()
-        self.boot.check_alive()
-        token = BEFORE_APPLY.set(self.boot.check_alive)
-        try:
+        with _Gate(self.boot):
             return await op()
-        finally:
-            BEFORE_APPLY.reset(token)
 
     def _queued_at(self, run_id: UUID, seq: int) -> bool:
         """The world's truth: the Run waits QUEUED at exactly this sequence."""
@@ -177,62 +193,6 @@ class SimLedger(_Guarded):
         super().__init__(boot)
         self.inner = ledger
 
-    async def _tx(
-        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None = None,
-        claimed: str | None = None,
-    ) -> T:
-        attempt = retry_checks.attempt_began()  # the retry invariants time every attempt
-        if name == "claim_delivery":
-            self.world.checker.mutation_checks.claim_began()
-        try:
-            return await self._attempt(name, write, op, run_id, claimed)
-        except LedgerUnavailable:
-            if attempt is not None:
-                attempt.failed = trio.current_time()
-            raise
-
-    async def _attempt(
-        self, name: str, write: bool, op: Callable[[], Awaitable[T]], run_id: str | None,
-        claimed: str | None = None,
-    ) -> T:
-        if self.boot.frozen:  # self._hold(), inline (every ledger call passes here)
-            await self.boot.thaw()
-        self.boot.check_alive()
-        self._refuse_partitioned(name)
-        self._refuse_during_outage(name)
-        if name in STEP_WRITES:
-            await self._step_faults()
-        kinds = self._kinds(write)
-        if name == "delete_checkpoint":
-            kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
-        if self._may_stick(claimed):
-            kinds = (*kinds, FaultKind.CLAIM_STUCK)
-        fault, amount = self._fire(f"ledger.{name}", kinds)
-        if fault is FaultKind.LEDGER_OUTAGE:
-            self.world.ledger_down_until = trio.current_time() + amount
-            self._refuse_during_outage(name)
-        if name == "delete_checkpoint" and run_id is not None:
-            self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
-        if claimed is not None and self._may_stick(claimed):
-            self._refuse_stuck_claim(claimed, fault is FaultKind.CLAIM_STUCK)
-        if fault is FaultKind.LEDGER_LATENCY:
-            await anyio.sleep(amount)
-        if fault is FaultKind.LEDGER_TRANSIENT:
-            raise LedgerUnavailable(f"injected transient error before commit of {name}")
-        result = await self._guard(op)
-        if write:
-            self.world.writer = self.boot
-            self.world.after_transaction(name)
-        if write:
-            self.world.checker.mutation_checks.wrote(name, result)
-        if name == "settle_run":
-            self.world.checker.on_settled(self.boot, result)  # a read: no await, no draw
-        if name == "claim_delivery" and getattr(result, "claimed", False):
-            self.world.checker.on_claim(self.boot.id, getattr(result, "delivery", None))
-        if fault is FaultKind.LEDGER_AMBIGUOUS:
-            raise LedgerUnavailable(f"injected ambiguous commit of {name}: applied, then lost")
-        return result
-
     def _notify_moved(self, run_id: str | None) -> None:
         """Wake a pending stale redelivery of this Run once its sequence moved on."""
         watch = self.world.seq_watch.get(run_id) if run_id else None
@@ -306,11 +266,6 @@ class SimLedger(_Guarded):
         if key in stuck and not self.world.injector.healed:
             raise LedgerUnavailable(f"injected: the claim of delivery {key} keeps failing")
 
-    def _kinds(self, write: bool) -> tuple[FaultKind, ...]:
-        """A blip is one outage: the next may begin only RETRY_BUDGET_S after the
-        last ended, so back-to-back outages never add up to a long one."""
-        return spaced(self.world, LEDGER_WRITE if write else LEDGER_READ)
-
     def _refuse_during_outage(self, name: str) -> None:
         """While the database is down every call fails before it reaches it,
         whichever boot makes it; heal ends an outage at once."""
@@ -359,44 +314,109 @@ def _run_of(args: tuple[Any, ...]) -> str | None:
 
 
 def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
+    """The SimLedger method `name`: one coroutine from the runtime's call to the memory
+    ledger's. A ledger call's every checkpoint resumes each coroutine frame it stacks,
+    so the attempt (retry record, liveness, outage, partition and stuck-row refusals,
+    the drawn fault) and the liveness gate are written inline here rather than as the
+    nested coroutines they were; what runs, in which order, is unchanged."""
+    is_claim = name == "claim_delivery"
+    is_step = name in STEP_WRITES
+    is_delete = name == "delete_checkpoint"
+    is_published = name == "mark_published"
+    point = f"ledger.{name}"
+    tx_event = f"tx.{name}" if write and not is_step else None
+    plain_kinds = LEDGER_WRITE if write else LEDGER_READ
+
     async def method(self: SimLedger, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
-        if name == "mark_published":
+        world = self.world
+        boot = self.boot
+        if is_published:
             ack_checks.on_mark_published(*args[:2])
         appender = None
-        if name in STEP_WRITES:
-            if self.world.group_commit:
+        if is_step:
+            if world.group_commit:
                 # The caller's frame, before any await: the writer's queue as it took its group.
-                self.world.checker.on_step_append(sys._getframe(1))
-            appender = self.world.checker.on_step_started(sys._getframe(1), self.boot.id)
+                world.checker.on_step_append(sys._getframe(1))
+            appender = world.checker.on_step_started(sys._getframe(1), boot.id)
         elif name == "settle_run":
-            self.world.checker.on_settle_started(sys._getframe(1), args, kwargs)
+            world.checker.on_settle_started(sys._getframe(1), args, kwargs)
         try:
-            claimed = hop_key(args[0], args[1]) if name == "claim_delivery" else None
-            result = await self._tx(name, write, lambda: inner(*args, **kwargs), _run_of(args),
-                                    claimed)
+            claimed = hop_key(args[0], args[1]) if is_claim else None
+            run_id = _run_of(args)
+            attempt = retry_checks.attempt_began()  # the retry invariants time every attempt
+            if is_claim:
+                world.checker.mutation_checks.claim_began()
+            try:
+                if boot.frozen:  # self._hold(), inline (every ledger call passes here)
+                    await boot.thaw()
+                boot.check_alive()
+                self._refuse_partitioned(name)
+                self._refuse_during_outage(name)
+                if is_step:
+                    await self._step_faults()
+                kinds = spaced(world, plain_kinds)  # blips spaced RETRY_BUDGET_S apart
+                if is_delete:
+                    kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)
+                if self._may_stick(claimed):
+                    kinds = (*kinds, FaultKind.CLAIM_STUCK)
+                fault, amount = self._fire(point, kinds)
+                if fault is FaultKind.LEDGER_OUTAGE:
+                    world.ledger_down_until = trio.current_time() + amount
+                    self._refuse_during_outage(name)
+                if is_delete and run_id is not None:
+                    self._refuse_stuck(run_id, fault is FaultKind.CHECKPOINT_STUCK)
+                if claimed is not None and self._may_stick(claimed):
+                    self._refuse_stuck_claim(claimed, fault is FaultKind.CLAIM_STUCK)
+                if fault is FaultKind.LEDGER_LATENCY:
+                    await anyio.sleep(amount)
+                if fault is FaultKind.LEDGER_TRANSIENT:
+                    raise LedgerUnavailable(f"injected transient error before commit of {name}")
+                # self._guard(op), inline: the liveness gate installed for this task
+                if boot.frozen:
+                    await boot.thaw()
+                with _Gate(boot):
+                    result = await inner(*args, **kwargs)
+                checker = world.checker
+                if write:
+                    world.writer = boot
+                    world.after_transaction(name)
+                    checker.mutation_checks.wrote(name, result)
+                if name == "settle_run":
+                    checker.on_settled(boot, result)  # a read: no await, no draw
+                if is_claim and getattr(result, "claimed", False):
+                    checker.on_claim(boot.id, getattr(result, "delivery", None))
+                if fault is FaultKind.LEDGER_AMBIGUOUS:
+                    raise LedgerUnavailable(
+                        f"injected ambiguous commit of {name}: applied, then lost")
+            except LedgerUnavailable:
+                if attempt is not None:
+                    attempt.failed = trio.current_time()
+                raise
         except BaseException:
             ack_checks.on_call_failed()
             raise
         finally:
             if appender is not None:
-                self.world.checker.on_step_ended(appender)
+                world.checker.on_step_ended(appender)
         stale = STALE_HOP.get()
         if write and stale is not None:
-            self.world.checker.on_stale_hop_write(stale, name, result)
-        if write and self.world.seq_watch:
-            self._notify_moved(_run_of(args))
+            world.checker.on_stale_hop_write(stale, name, result)
+        if write and world.seq_watch:
+            self._notify_moved(run_id)
         if name == "get_delivery":
             result = self.drift(result)
-            self.world.checker.on_delivery_read(result)
+            world.checker.on_delivery_read(result)
         if name == "page_runs":
-            self.world.checker.on_page(self.boot.number, args[0], result,
-                                       args[1] if len(args) > 1 else kwargs.get("after"))
-        changed = result is not None and result is not False
-        if write and name not in STEP_WRITES:
-            self.world.trace.emit("ledger", f"tx.{name}", run_id=_run_of(args), changed=changed)
-        if write and changed and self.world.leased:
-            self.world.checker.on_hop_write(self.boot, name, args)
+            world.checker.on_page(boot.number, args[0], result,
+                                  args[1] if len(args) > 1 else kwargs.get("after"))
+        if tx_event is not None:
+            changed = result is not None and result is not False
+            world.trace.emit("ledger", tx_event, run_id=run_id, changed=changed)
+            if changed and world.leased:
+                world.checker.on_hop_write(boot, name, args)
+        elif write and world.leased and result is not None and result is not False:
+            world.checker.on_hop_write(boot, name, args)
         return result
 
     method.__name__ = name
@@ -442,12 +462,13 @@ class SimBroker(_Guarded):
         delay = amount if fault is FaultKind.DELAYED_DELIVERY else 0.0
         if fault is FaultKind.ACK_LOST and amount:
             await anyio.sleep(amount)  # still in flight: it lands later, if this boot lives
-        created = await self._guard(
-            lambda: self.inner.publish(
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            created = await self.inner.publish(
                 queue, key, run_id=run_id, seq=seq, priority=priority, heartbeat=heartbeat,
                 delay=delay,
             )
-        )
         self.world.trace.emit("broker", "job.published" if created else "job.deduplicated",
                               key=key, priority=priority)
         if created:
@@ -469,7 +490,11 @@ class SimBroker(_Guarded):
 
     async def probe(self, key: str) -> JobInfo | None:
         self.world.checker.on_probe(self.boot.number, key, started=True)
-        info = self._unrecorded(await self._guard(lambda: self.inner.probe(key)))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            probed = await self.inner.probe(key)
+        info = self._unrecorded(probed)
         self.world.checker.on_probe(self.boot.number, key, info)
         return info
 
@@ -496,7 +521,10 @@ class SimBroker(_Guarded):
         if self.world.leased:
             self.world.aborted_by[key] = self.boot.number
         fault, _ = self._fire("broker.abort", (FaultKind.ABORT_ACK_LOST,))
-        info = await self._guard(lambda: self.inner.abort(key, reason))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            info = await self.inner.abort(key, reason)
         self._note_finished(key)
         self.world.trace.emit("broker", "job.abort", key=key,
                               status=info.status if info else None)
@@ -506,13 +534,19 @@ class SimBroker(_Guarded):
 
     async def touch(self, key: str) -> None:
         self.world.checker.hop_checks.touched(key)
-        await self._guard(lambda: self.inner.touch(key))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            await self.inner.touch(key)
 
     async def retire(self, key: str, reason: str) -> JobInfo | None:
         self.boot.check_alive()
         self.world.checker.on_abort(self.boot.number, key)  # a fence, like an abort
         ack_checks.on_retire(key)
-        info = await self._guard(lambda: self.inner.retire(key, reason))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            info = await self.inner.retire(key, reason)
         self._note_finished(key)
         self.world.trace.emit("broker", "job.retired", key=key,
                               status=info.status if info else None)
@@ -579,7 +613,10 @@ class SimBroker(_Guarded):
     # -- primitives for serve_queue ---------------------------------------------
 
     async def dequeue(self, queue: str, boot_id: str | None = None) -> JobInfo | None:
-        job = await self._guard(lambda: self.inner.dequeue(queue, boot_id))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            job = await self.inner.dequeue(queue, boot_id)
         if job is not None:
             self.world.trace.emit("broker", "job.dequeued", key=job.key)
             if self.world.leased:
@@ -587,7 +624,10 @@ class SimBroker(_Guarded):
         return job
 
     async def finish(self, key: str, status: JobStatus, error: str | None = None) -> None:
-        await self._guard(lambda: self.inner.finish(key, status, error))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            await self.inner.finish(key, status, error)
         self._note_finished(key)
 
     def _note_finished(self, key: str) -> None:
@@ -597,7 +637,10 @@ class SimBroker(_Guarded):
             self.world.checker.on_job_finished(key)
 
     async def sweep(self, queue: str) -> list[str]:
-        swept = await self._guard(lambda: self.inner.sweep(queue))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            swept = await self.inner.sweep(queue)
         for key in swept:
             self._note_finished(key)
             self.world.trace.emit("broker", "job.swept", key=key)
@@ -622,7 +665,10 @@ class SimEffects(_Guarded):
         self.world.checker.on_effect(identity, run_id, seq)
         if (stale := STALE_HOP.get()) is not None:
             self.world.checker.on_stale_hop_write(stale, f"effect {identity}", True)
-        applied = await self._guard(lambda: self.inner.apply(identity, run_id, seq, payload))
+        if self.boot.frozen:
+            await self.boot.thaw()
+        with _Gate(self.boot):
+            applied = await self.inner.apply(identity, run_id, seq, payload)
         self.world.trace.emit("effects", "effect.call", identity=identity, seq=seq,
                               applied=applied)
         operator = self.world.actors.get("operator")

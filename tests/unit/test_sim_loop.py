@@ -4,20 +4,25 @@ quiet_io: a zero-timeout poll is skipped only while nothing but the run's wakeup
 socket is waited on and nothing came from outside the run; the tasks then step in
 exactly the order of the plain loop, and sockets and threads still work.
 plain_deadline_updates: cancel scopes with deadlines moved, cancelled, nested and
-left by exceptions behave, step for step, as under trio's own context manager."""
+left by exceptions behave, step for step, as under trio's own context manager.
+direct_trio: anyio's checkpoint, sleep and clock helpers are trio's own inside the
+block and anyio's again after it; tasks sleeping and checkpointing through anyio
+step in the same order either way, and a bad delay is refused as anyio refuses it."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 import trio
 import trio.testing
 from trio._core._run import TheIOManager
 
 from sim.clock import sim_clock
-from sim.loop import plain_deadline_updates, quiet_io
+from sim.loop import direct_trio, plain_deadline_updates, quiet_io
 
 epoll_only = pytest.mark.skipif(TheIOManager.__name__ != "EpollIOManager",
                                 reason="quiet_io only acts on epoll")
@@ -175,3 +180,60 @@ def test_cancel_scopes_behave_as_under_trios_context_manager() -> None:
             assert _scoped(seed) == plain
         assert trio.CancelScope.__dict__["_might_change_registered_deadline"] is original
     assert any(s[3] is True for s in plain) and any(s[3] == "raised" for s in plain)
+
+
+def _anyio_steps(seed: int) -> list[tuple[int, int, float]]:
+    """Tasks that sleep and checkpoint through anyio: (task, step, time), in run order."""
+    seen: list[tuple[int, int, float]] = []
+    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    trio._core._run._r.seed(seed)
+    rng = random.Random(seed)
+    delays = [[rng.choice((0.0, 0.0, 0.25, 1.0, 2.5)) for _ in range(12)] for _ in range(6)]
+
+    async def task(i: int) -> None:
+        for step, delay in enumerate(delays[i]):
+            if step % 3 == 0:
+                await anyio.lowlevel.checkpoint()
+            elif step % 3 == 1:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+                await anyio.lowlevel.checkpoint_if_cancelled()
+            await anyio.sleep(delay)
+            seen.append((i, step, anyio.current_time()))
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for i in range(6):
+                nursery.start_soon(task, i)
+
+    trio.run(main, clock=sim_clock())
+    return seen
+
+
+def test_direct_trio_swaps_anyio_helpers_and_keeps_the_schedule() -> None:
+    originals = (anyio.sleep, anyio.current_time, anyio.lowlevel.checkpoint,
+                 anyio.lowlevel.checkpoint_if_cancelled,
+                 anyio.lowlevel.cancel_shielded_checkpoint)
+    for seed in range(4):
+        plain = _anyio_steps(seed)
+        with direct_trio():
+            assert anyio.lowlevel.checkpoint is trio.lowlevel.checkpoint
+            assert anyio.current_time is trio.current_time
+            assert _anyio_steps(seed) == plain
+        assert (anyio.sleep, anyio.current_time, anyio.lowlevel.checkpoint,
+                anyio.lowlevel.checkpoint_if_cancelled,
+                anyio.lowlevel.cancel_shielded_checkpoint) == originals
+
+
+@pytest.mark.parametrize("delay", [-1.0, float("nan")])
+def test_direct_trio_sleep_refuses_what_anyio_refuses(delay: float) -> None:
+    async def main() -> str:
+        try:
+            await anyio.sleep(delay)
+        except ValueError as exc:
+            return str(exc)
+        return "slept"
+
+    plain = trio.run(main, clock=sim_clock())
+    with direct_trio():
+        assert trio.run(main, clock=sim_clock()) == plain == "delay must be a non-negative number"
+
