@@ -27,7 +27,7 @@ from sim.clock import EPOCH, real_perf_counter, sim_clock, virtual_time
 from sim.faults.injector import Injector
 from sim.faults.options import options_for
 from sim.faults.plan import FaultPlan
-from sim.loop import direct_trio, plain_deadline_updates, quiet_io
+from sim.loop import direct_trio, plain_deadline_updates, quick_shuffle, quiet_io
 from sim.rng import Streams, stream
 from sim.scenarios import Scenario, resolve
 from sim.world import BootFailed, World
@@ -179,7 +179,7 @@ def run_simulation(
         clock = sim_clock()
         virtual_time(frozen, clock)
         try:
-            with plain_deadline_updates(), direct_trio():  # sim/loop.py
+            with plain_deadline_updates(), direct_trio(), quick_shuffle():  # sim/loop.py
                 anyio.run(entry, backend="trio", backend_options={"clock": clock})
         except TimeoutError:
             verdict, error = "deadlock", f"watchdog: no quiescence within {WATCHDOG_S:g}s"

@@ -7,7 +7,9 @@ plain_deadline_updates: cancel scopes with deadlines moved, cancelled, nested an
 left by exceptions behave, step for step, as under trio's own context manager.
 direct_trio: anyio's checkpoint, sleep and clock helpers are trio's own inside the
 block and anyio's again after it; tasks sleeping and checkpointing through anyio
-step in the same order either way, and a bad delay is refused as anyio refuses it."""
+step in the same order either way, and a bad delay is refused as anyio refuses it.
+quick_shuffle: the same permutations and generator state as random.Random.shuffle,
+and the same schedule; trio's generator is back, in the state reached, after it."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import trio.testing
 from trio._core._run import TheIOManager
 
 from sim.clock import sim_clock
-from sim.loop import direct_trio, plain_deadline_updates, quiet_io
+from sim.loop import QuickShuffle, direct_trio, plain_deadline_updates, quick_shuffle, quiet_io
 
 epoll_only = pytest.mark.skipif(TheIOManager.__name__ != "EpollIOManager",
                                 reason="quiet_io only acts on epoll")
@@ -237,3 +239,25 @@ def test_direct_trio_sleep_refuses_what_anyio_refuses(delay: float) -> None:
     with direct_trio():
         assert trio.run(main, clock=sim_clock()) == plain == "delay must be a non-negative number"
 
+
+def test_quick_shuffle_draws_as_random_shuffle() -> None:
+    for seed in range(40):
+        plain, quick = random.Random(seed), QuickShuffle(seed)
+        for n in (0, 1, 2, 3, 5, 8, 13, 64, 200):
+            a, b = list(range(n)), list(range(n))
+            plain.shuffle(a)
+            quick.shuffle(b)
+            assert a == b
+            assert plain.getstate() == quick.getstate()
+
+
+def test_quick_shuffle_keeps_the_schedule_and_hands_the_state_back() -> None:
+    original = trio._core._run._r
+    for seed in range(4):
+        plain = _anyio_steps(seed)
+        after_plain = original.getstate()
+        with quick_shuffle():
+            assert isinstance(trio._core._run._r, QuickShuffle)
+            assert _anyio_steps(seed) == plain
+        assert trio._core._run._r is original
+        assert original.getstate() == after_plain
