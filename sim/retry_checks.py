@@ -116,7 +116,8 @@ class RetryWatch:
                 raise
             finally:
                 CURRENT.reset(token)
-                checks.checker._guarded(lambda: checks.judge(record, gave_up))
+                if gave_up or len(record.attempts) > 1:  # else judge finds nothing to judge
+                    checks.checker._guarded(lambda: checks.judge(record, gave_up))
 
         # Kept: later lookups find it without __getattr__ (nor the inner ledger's own,
         # which builds its wrapper afresh each time). The wrappers hold no state of a
@@ -147,6 +148,8 @@ class RetryChecks:
                               "the nominal delay only")
 
     def judge(self, record: CallRecord, gave_up: bool) -> None:
+        """The call's attempts against the contract. One that neither gave up nor made
+        a second attempt has nothing to judge: RetryWatch does not ask."""
         attempts = record.attempts
         if record.name in STEP_APPENDS:
             if len(attempts) > 1:

@@ -290,13 +290,18 @@ class Boot(Incarnation):
 
         if not self.alive or self.tg is None:
             raise Unavailable(self.id)
-        self.tg.start_soon(handler)
+        self.tg.start_soon(handler, name=_HANDLER_NAME)
         await finished.wait()
         if box.error is not None:
             raise box.error
         if not box.done:
             raise Unavailable(self.id)
         return box.value  # type: ignore[no-any-return]
+
+
+_HANDLER_NAME = f"{__name__}.Boot.call.<locals>.handler"
+"""The task name anyio derives for `Boot.call`'s handler, given up front: anyio builds
+it from the function's module and qualified name on every start_soon otherwise."""
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:

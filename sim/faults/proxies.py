@@ -299,6 +299,32 @@ def spaced(world: World, kinds: tuple[FaultKind, ...]) -> tuple[FaultKind, ...]:
     return kinds
 
 
+_RUN_ATTRS = ("run_id", "id")
+_HELD: dict[type, tuple[str, ...]] = {}
+"""Per argument type: which of _RUN_ATTRS its instances can hold at all."""
+
+
+def _held_attrs(kind: type) -> tuple[str, ...]:
+    """The names of _RUN_ATTRS that `getattr` may find on an instance of `kind`.
+
+    A pydantic model without extra fields has an attribute only as a field or on
+    its class (a private one starts with an underscore), so the others are left
+    out: looking them up went through pydantic's two `__getattr__` fallbacks and a
+    raised AttributeError on every ledger call (about 1.4% of the swarm mix,
+    py-spy). Any other type keeps both names: `getattr` decides, as before."""
+    held = _HELD.get(kind)
+    if held is None:
+        fields = getattr(kind, "__pydantic_fields__", None)
+        config = getattr(kind, "model_config", None)
+        if isinstance(fields, dict) and isinstance(config, dict) \
+                and config.get("extra") != "allow":
+            held = tuple(a for a in _RUN_ATTRS if a in fields or hasattr(kind, a))
+        else:
+            held = _RUN_ATTRS
+        _HELD[kind] = held
+    return held
+
+
 def _run_of(args: tuple[Any, ...]) -> str | None:
     """The Run a ledger call concerns, for the trace (first UUID or record argument)."""
     if not args:
@@ -306,7 +332,7 @@ def _run_of(args: tuple[Any, ...]) -> str | None:
     first = args[0]
     if isinstance(first, UUID):
         return str(first)
-    for attr in ("run_id", "id"):
+    for attr in _held_attrs(type(first)):
         value = getattr(first, attr, None)
         if isinstance(value, UUID):
             return str(value)
@@ -343,7 +369,7 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             world.checker.on_settle_started(sys._getframe(1), args, kwargs)
         try:
             claimed = hop_key(args[0], args[1]) if is_claim else None
-            run_id = _run_of(args)
+            run_id = _run_of(args) if write else None  # only writes name it (trace, watches)
             attempt = retry_checks.attempt_began()  # the retry invariants time every attempt
             if is_claim:
                 world.checker.mutation_checks.claim_began()
