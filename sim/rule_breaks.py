@@ -41,6 +41,7 @@ from runtime.errors import (
 )
 from runtime.events.bus import EventBus
 from runtime.events.channel import ResyncReason, RunChannel, Subscription
+from runtime.events.errors import StepWriteFailed, StepWriterClosed
 from runtime.events.hop import TERMINAL_KINDS, HopEvents
 from runtime.events.model import Event
 from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
@@ -999,6 +1000,18 @@ async def _fold_without_waiting(self: HopEvents, settlement: Settlement) -> Any:
     return (kind, {"error": settlement.error}), taken
 
 
+async def _fold_after_flush(self: HopEvents, settlement: Settlement) -> Any:
+    """A settling hop that flushes a lingering writer before folding (the mutation tool's
+    survivor `events/hop.py:126`, `if self.writer.lingers` negated): the Steps the writer
+    held are written in their own transaction, and only the terminal Step rides in the
+    settlement (caught by settle_folds_steps)."""
+    if (TERMINAL_KINDS.get(settlement.status) is not None and self.channel is not None
+            and not self.channel.closed and self.writer.lingers):
+        with anyio.move_on_after(1.0), contextlib.suppress(StepWriteFailed, StepWriterClosed):
+            await self.writer.barrier()
+    return await RULE_BREAKS.unbroken(_fold_after_flush)(self, settlement)
+
+
 def _backoff_flat(failures: int) -> float:
     """A supervisor whose backoff forgets to double: every restart waits the base delay
     (caught by relay_restarted_on_backoff from the second failure of a boot's relay)."""
@@ -1199,6 +1212,7 @@ RULE_BREAKS = BreakTable({
     "relay_backoff_flat": (supervisor_module, "backoff", _backoff_flat),
     "relay_left_dead": (lifespan_module, "supervise", _supervise_once),
     "fold_without_waiting": (HopEvents, "fold_terminal", _fold_without_waiting),
+    "fold_after_flush": (HopEvents, "fold_terminal", _fold_after_flush),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

@@ -581,8 +581,10 @@ RULES: tuple[Rule, ...] = (
          "a hop settles its terminal truth once its Step writer has no append in flight, so "
          "the settlement carries the queued Steps and the terminal Step lands behind every "
          "Step written; beside an append in flight it settles alone only after the whole "
-         "fold wait (1 s) (issue 17, M14)",
-         ("settle_folds_steps",), ("basic",), (_b("fold_without_waiting", "basic", 1),)),
+         "fold wait (1 s); it never flushes a lingering writer first, so what that writer "
+         "holds rides in the settlement (issue 17, M14)",
+         ("settle_folds_steps",), ("basic", "events"),
+         (_b("fold_without_waiting", "basic", 1), _b("fold_after_flush", "events", 1))),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

@@ -47,7 +47,9 @@ INVARIANTS = (
     ("settle_folds_steps", "a hop settles its terminal truth only once its Step writer "
      "has no append in flight, so the settlement carries the Steps still queued and the "
      "terminal Step behind every Step written; it settles alone beside an append in "
-     "flight only after that writer's appends kept it busy for the whole fold wait (1 s)",
+     "flight only after that writer's appends kept it busy for the whole fold wait (1 s); "
+     "and it never flushes a lingering writer first (no barrier hurries that writer "
+     "before the settlement), so what the writer holds rides in the settlement",
      "issue 17, M14 (fold_terminal waits at most FOLD_WAIT_S until no append is in "
      "flight, then hands the queued Steps and the terminal Step to settle_run)"),
 )
@@ -80,6 +82,11 @@ class WriterChecks:
         """When each boot's claim of (Run, sequence) committed: before its hop's writer."""
         self.judged: weakref.WeakSet[StepWriter] = weakref.WeakSet()
         """Writers whose hop's first settle_run attempt was judged (retries are not)."""
+        self.flushed: weakref.WeakSet[StepWriter] = weakref.WeakSet()
+        """Lingering writers that started an append because a barrier waited on them
+        (not closing, no repair): before terminal truth only a settling hop's fold
+        could be that waiter, for a parked hop's and a terminal path's flushes come
+        after their settlement."""
 
     def on_claim(self, boot_id: str, run_id: UUID, seq: int) -> None:
         self.claimed[(boot_id, run_id, seq)] = trio.current_time()
@@ -98,6 +105,9 @@ class WriterChecks:
         busy.in_flight += 1
         assert frame is not None
         group = frame.f_locals.get("group") or [frame.f_locals.get("item")]
+        if (writer._linger_s > 0 and writer._waiters > 0 and not writer._closing
+                and writer._repair is None):
+            self.flushed.add(writer)
         if writer._linger_s > 0 and group[0] is not None and group[0].repair is None:
             self.checker._guarded(lambda: self._linger(writer, len(group), ended, boot_id, now))
         return writer
@@ -138,6 +148,12 @@ class WriterChecks:
         self.judged.add(writer)
         busy = self.busy.get(writer)
         channel = events.channel
+        if (writer in self.flushed and channel is not None and not channel._closed
+                and channel._terminal is None):
+            self.checker.fail("settle_folds_steps", f"a hop of Run {writer.run_id} settles "
+                              "after a barrier flushed its lingering Step writer: the Steps "
+                              "it held were written alone instead of riding in the "
+                              "settlement", run=str(writer.run_id))
         if (busy is None or busy.in_flight == 0 or channel is None or channel._closed
                 or channel._terminal is not None):
             return  # nothing in flight; or no channel to fold from, or one a cancel ended

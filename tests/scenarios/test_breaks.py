@@ -598,3 +598,12 @@ def test_a_relay_its_supervisor_leaves_dead_is_caught() -> None:
                                         "relay_restarted_on_backoff")
     assert "was not restarted" in message
     assert run_simulation(seed, "relay_bugs", "swarm").ok
+
+
+def test_a_settling_hop_that_flushes_its_lingering_writer_is_caught() -> None:
+    """What a lingering writer holds rides in the settlement (sim.writer_checks,
+    settle_folds_steps): the break's fold flushes the writer with a barrier first."""
+    seed, _, message = _first_violation("events", "fold_after_flush", range(1, 10),
+                                        "settle_folds_steps")
+    assert "flushed its lingering Step writer" in message
+    assert run_simulation(seed, "events", "swarm").ok
