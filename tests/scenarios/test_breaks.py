@@ -607,3 +607,12 @@ def test_a_settling_hop_that_flushes_its_lingering_writer_is_caught() -> None:
                                         "settle_folds_steps")
     assert "flushed its lingering Step writer" in message
     assert run_simulation(seed, "events", "swarm").ok
+
+
+def test_a_park_whose_run_moved_on_before_its_step_is_not_a_violation() -> None:
+    """cancel_children seed 4 (default profile): a hop parks on a service attempt whose
+    submit fails twice, the relay readmits the Run and a later hop claims it before the
+    first hop publishes run.parked; that Step then has no writer of its hop to go to,
+    which hop_outcome_truthful excuses as it excuses a Run already terminal."""
+    result = run_simulation(4, "cancel_children", "default")
+    assert result.ok, result.violation
