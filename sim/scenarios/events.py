@@ -11,7 +11,7 @@ from uuid import UUID
 
 import anyio
 
-from runtime.events.channel import RunChannel
+from runtime.events.channel import RunChannel, Subscription
 from runtime.events.errors import EventError
 from runtime.models import RunStatus
 from sim import event_checks
@@ -50,14 +50,9 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
     pause = 0.2 if kind == "slow" else 0.0
     emit, run = boot.world.trace.emit, str(run_id)  # once, not for each of hundreds of events
     checker = boot.world.checker
-    found = event_checks.before(channel)  # subscribe is synchronous: nothing moves meanwhile
-    try:
-        sub = channel.subscribe(after_cursor=after)
-    except EventError as exc:
-        checker.on_subscribe(name, after, found, None, exc)
-        return type(exc).__name__
-    checker.on_subscribe(name, after, found, sub, None)
-    checker.event_checks.on_followed(boot, run_id, channel)
+    sub = checked_subscribe(boot, run_id, channel, name, after)
+    if isinstance(sub, str):
+        return sub
     try:
         async with sub:
             if kind == "stalled":
@@ -72,6 +67,23 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str, rng: random.Ran
     checker.on_stream_end(name, sub, channel, slow=bool(pause))
     reconnect_at_end(channel, name, sub.last_cursor, checker)
     return "ended"
+
+
+def checked_subscribe(boot: Boot, run_id: UUID, channel: RunChannel, name: str,
+                      after: int) -> Subscription | str:
+    """Subscribe after cursor `after` as a client would, handing the checker the channel
+    as `subscribe` found it and what it answered (synchronous: nothing moves in
+    between). The Subscription, or the name of the refusal."""
+    checker = boot.world.checker
+    found = event_checks.before(channel)
+    try:
+        sub = channel.subscribe(after_cursor=after)
+    except EventError as exc:
+        checker.on_subscribe(name, after, found, None, exc)
+        return type(exc).__name__
+    checker.on_subscribe(name, after, found, sub, None)
+    checker.event_checks.on_followed(boot, run_id, channel)
+    return sub
 
 
 def reconnect_at_end(channel: RunChannel, name: str, last: int, checker: Checker) -> None:

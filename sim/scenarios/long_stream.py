@@ -16,9 +16,8 @@ import anyio
 
 from runtime.events.errors import EventError
 from runtime.models import RunStatus
-from sim import event_checks
 from sim.scenarios import Scenario, register
-from sim.scenarios.events import reconnect_at_end
+from sim.scenarios.events import checked_subscribe, reconnect_at_end
 from sim.scenarios.workload import settle_client, submit_stream
 from sim.world import Boot, Unavailable, World
 
@@ -62,14 +61,9 @@ async def follow(boot: Boot, run_id: UUID, name: str, kind: str) -> str:
     after = _after(kind, channel)
     emit, run = boot.world.trace.emit, str(run_id)
     checker = boot.world.checker
-    found = event_checks.before(channel)  # subscribe is synchronous: nothing moves meanwhile
-    try:
-        sub = channel.subscribe(after_cursor=after)
-    except EventError as exc:
-        checker.on_subscribe(name, after, found, None, exc)
-        return type(exc).__name__
-    checker.on_subscribe(name, after, found, sub, None)
-    checker.event_checks.on_followed(boot, run_id, channel)
+    sub = checked_subscribe(boot, run_id, channel, name, after)
+    if isinstance(sub, str):
+        return sub
     watched = kind == "watched"
     try:
         async with sub:
