@@ -51,9 +51,27 @@ class WorkerStopFailed(StopUnproven):
 
 
 class InProcessWorker(Worker[Context]):
-    """A SAQ worker that leaves the process's signal handlers alone."""
+    """A SAQ worker that leaves the process's signal handlers alone, and whose process
+    tasks never end with an exception nobody retrieves."""
 
     SIGNALS: ClassVar[list[signal.Signals]] = []  # type: ignore[misc]
+
+    async def process(self) -> bool:
+        """SAQ's `process`, except that an error recording a job's end stays here.
+
+        SAQ records a job whose function raised with `retry` or `finish` from inside
+        its own `except`; when the database is unreachable just then (a hop that
+        raised on that same outage), that call raises out of the process task,
+        which nobody awaits: SAQ starts the next one from a done callback. The job
+        stays active, so the sweep re-delivers it once its heartbeat lapses (seed
+        000, exact claim and recovery); the error is logged, not left unretrieved.
+        """
+        try:
+            return await super().process()
+        except Exception:
+            log.exception("SAQ could not record the end of a job on queue %s; its "
+                          "sweep re-delivers the job", self.queue.name)
+            return True
 
 
 @dataclass(eq=False)
