@@ -109,15 +109,20 @@ def reconnect_at_end(channel: RunChannel, name: str, last: int, checker: Checker
         again._finish()  # only a broken channel registers it: leave at once
 
 
+def running_runs(world: World) -> list[UUID]:
+    """The Runs RUNNING now, oldest first (a follower picks one to read)."""
+    return [r.id for r in sorted(world.ledger.run_table.values(),
+                                 key=lambda r: (r.created_at, r.id))
+            if r.status is RunStatus.RUNNING]
+
+
 async def subscribers(world: World, until: float) -> None:
     rng = world.streams.actors
     n = 0
     async with anyio.create_task_group() as tg:
         while anyio.current_time() < until:
             await anyio.sleep(round(rng.uniform(0.125, 1.0), 3))
-            live = [r.id for r in sorted(world.ledger.run_table.values(),
-                                         key=lambda r: (r.created_at, r.id))
-                    if r.status is RunStatus.RUNNING]
+            live = running_runs(world)
             if not live:
                 continue
             n += 1

@@ -17,7 +17,7 @@ import anyio
 from runtime.events.errors import EventError
 from runtime.models import RunStatus
 from sim.scenarios import Scenario, register
-from sim.scenarios.events import checked_subscribe, reconnect_at_end
+from sim.scenarios.events import checked_subscribe, reconnect_at_end, running_runs
 from sim.scenarios.workload import settle_client, submit_stream
 from sim.world import Boot, Unavailable, World
 
@@ -95,9 +95,7 @@ async def subscribers(world: World, stop: anyio.Event) -> None:
     async with anyio.create_task_group() as tg:
         while not stop.is_set():
             await anyio.sleep(round(rng.uniform(0.5, 2.0), 3))
-            live = [r.id for r in sorted(world.ledger.run_table.values(),
-                                         key=lambda r: (r.created_at, r.id))
-                    if r.status is RunStatus.RUNNING]
+            live = running_runs(world)
             if not live:
                 continue
             n += 1
