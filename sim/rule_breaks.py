@@ -971,6 +971,15 @@ def _hurried_unless_barrier(self: StepWriter) -> bool:
             or queued >= GROUP_COMMIT_LIMIT or queued >= self._capacity)
 
 
+def _hurried_only_at_a_full_group(self: StepWriter) -> bool:
+    """A linger that a full group ends only as the queue reaches exactly the group limit:
+    a writer back from a stalled append with more than a group queued holds them for
+    its whole linger (the mutation tool's survivor `writer.py:272`, `>=` made `==`)."""
+    queued = len(self._queue)
+    return (self._closing or self._waiters > 0 or self._repair is not None
+            or queued == GROUP_COMMIT_LIMIT or queued >= self._capacity)
+
+
 def _discard_forgotten(self: EventBus, run_id: UUID, channel: RunChannel | None = None) -> None:
     """A bus that never forgets a channel: closed ones stay registered until the channel
     bound evicts them (the mutation tool's survivor `bus.py:77`, `current is not None`
@@ -1208,6 +1217,7 @@ RULE_BREAKS = BreakTable({
     "boundary_two_before_terminal": (Subscription, "_boundary", _boundary_two_before_terminal),
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "writer_never_lingers": (StepWriter, "_linger", _linger_not_at_all),
+    "full_group_left_lingering": (StepWriter, "_hurried", _hurried_only_at_a_full_group),
     "channel_never_discarded": (EventBus, "discard", _discard_forgotten),
     "relay_backoff_flat": (supervisor_module, "backoff", _backoff_flat),
     "relay_left_dead": (lifespan_module, "supervise", _supervise_once),

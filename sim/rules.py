@@ -577,6 +577,12 @@ RULES: tuple[Rule, ...] = (
          "writer's linger passed since its previous append ended, or since its hop's claim "
          "for the first (issue 17, M14)",
          ("linger_holds",), ("events",), (_b("writer_never_lingers", "events", 1),)),
+    Rule("events.full_group_ends_linger", S000, "Events, settlement, and waits",
+         "a group-committing writer lingers only over less than a group: an append that "
+         "ends with a full group (64 Steps) or more queued behind it is followed at once "
+         "by the next append, however the queue passed the group limit (issue 17, M14)",
+         ("full_group_not_held",), ("step_burst",),
+         (_b("full_group_left_lingering", "step_burst", 1),)),
     Rule("events.settle_folds_steps", S000, "Events, settlement, and waits",
          "a hop settles its terminal truth once its Step writer has no append in flight, so "
          "the settlement carries the queued Steps and the terminal Step lands behind every "

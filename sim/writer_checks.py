@@ -44,6 +44,13 @@ INVARIANTS = (
      "issue 17, M14 (a hop's writer holds a group it could start for at most linger_s "
      "while nobody waits on it; a barrier, a repair, a full group or queue and closing "
      "end the linger at once)"),
+    ("full_group_not_held", "a group-committing Step writer that lingers does not hold a "
+     "full group: when an append ends with at least a group's worth of Steps (64) queued "
+     "behind it, the writer's next append starts at that same instant with the first of "
+     "them",
+     "issue 17, M14 (a hop's writer holds a group only while nobody needs it written; a "
+     "full group or queue ends the linger at once); seed 000 'Events, settlement, and "
+     "waits' (Steps are written in publish order, one append in flight)"),
     ("settle_folds_steps", "a hop settles its terminal truth only once its Step writer "
      "has no append in flight, so the settlement carries the Steps still queued and the "
      "terminal Step behind every Step written; it settles alone beside an append in "
@@ -83,6 +90,10 @@ class WriterChecks:
         self.judged: weakref.WeakSet[StepWriter] = weakref.WeakSet()
         """Writers whose hop's first settle_run attempt was judged (retries are not)."""
         self.flushed: weakref.WeakSet[StepWriter] = weakref.WeakSet()
+        self.full: weakref.WeakKeyDictionary[StepWriter, tuple[float, object]] = (
+            weakref.WeakKeyDictionary())
+        """Lingering writers whose last append ended with a full group queued: when it
+        ended, and the Step then first in the queue (full_group_not_held)."""
         """Lingering writers that started an append because a barrier waited on them
         (not closing, no repair): before terminal truth only a settling hop's fold
         could be that waiter, for a parked hop's and a terminal path's flushes come
@@ -110,12 +121,34 @@ class WriterChecks:
             self.flushed.add(writer)
         if writer._linger_s > 0 and group[0] is not None and group[0].repair is None:
             self.checker._guarded(lambda: self._linger(writer, len(group), ended, boot_id, now))
+        full = self.full.pop(writer, None)
+        if full is not None and group[0] is full[1]:
+            self.checker._guarded(lambda: self._full_group(writer, len(group), full[0], now))
         return writer
 
     def append_ended(self, writer: StepWriter) -> None:
         busy = self.busy[writer]
         busy.in_flight -= 1
         busy.ended = trio.current_time()
+        queue = writer._queue
+        if (writer._linger_s > 0 and writer._batch is not None
+                and len(queue) >= min(GROUP_COMMIT_LIMIT, writer._capacity)):
+            self.full[writer] = (busy.ended, queue[0])
+        else:
+            self.full.pop(writer, None)
+
+    def _full_group(self, writer: StepWriter, taken: int, ended: float, now: float) -> None:
+        """The append that carries the Step first in the queue when the previous append
+        ended with a full group queued: with no await in time between (the writer only
+        yields scheduler turns to let a group fill), it starts at that same instant. A
+        Step taken for a settlement and given back is a new queue entry, never judged."""
+        if now - ended <= EPS:
+            return
+        self.checker.fail("full_group_not_held", f"the Step writer of Run {writer.run_id} "
+                          f"(seq {writer.seq}) starts its append of {taken} Step(s) "
+                          f"{now - ended:.6g} s after its previous append ended with a full "
+                          f"group (at least {GROUP_COMMIT_LIMIT} Steps) queued: it lingered "
+                          "over a full group", run=str(writer.run_id))
 
     def _linger(self, writer: StepWriter, taken: int, ended: float | None, boot_id: str,
                 now: float) -> None:

@@ -68,6 +68,7 @@ def _load_builtin() -> None:
         restarts,
         service,
         session_race,
+        step_burst,
         upgrade,
         waits,
         withdrawn_jobs,

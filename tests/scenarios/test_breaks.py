@@ -461,6 +461,16 @@ def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
     assert run_simulation(seed, "consent_batched", "swarm").ok
 
 
+def test_a_linger_over_a_full_group_is_caught() -> None:
+    """A full group ends a Step writer's linger however the queue passed the group limit
+    (sim.writer_checks, full_group_not_held): the break hurries only at exactly 64
+    queued, so a writer back from a stalled append with more queued holds them."""
+    seed, _, message = _first_violation("step_burst", "full_group_left_lingering",
+                                        range(1, 10), "full_group_not_held")
+    assert "lingered over a full group" in message
+    assert run_simulation(seed, "step_burst", "swarm").ok
+
+
 def test_a_reader_reported_cut_off_without_a_close_is_caught() -> None:
     """Cut off means the channel closed before the reader took the terminal event
     (sim.event_checks, cut_off_honest): the break's readers start out cut off."""
