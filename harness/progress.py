@@ -69,7 +69,7 @@ class Progress:
                 TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
                 TimeElapsedColumn(), TextColumn("{task.fields[scenario]}"),
                 TextColumn("{task.fields[bad]} violations"),
-                console=self.console, transient=True)
+                console=self.console, transient=True, get_time=self.clock)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.label, total=self.total, bad=0, scenario="")
         return self

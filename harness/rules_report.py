@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -142,32 +141,35 @@ def sweep(
     """For each catalogued break, its scenario over `seeds` (at most `max_seeds`) until
     the first violation of its rule's invariants; a break left untried when the
     budget runs out is reported skipped (and counts as surviving)."""
+    from sim.clock import held_freeze
+    from sim.clock import real_perf_counter as now
     from sim.kernel import run_simulation
 
     logging.disable(logging.WARNING)
-    started = time.perf_counter()
+    started = now()
     results = []
-    for rule in rules:
-        for ref in rule.breaks:
-            if only is not None and ref.name not in only:
-                continue
-            res = BreakResult(rule.id, ref.name, ref.scenario, rule.invariants)
-            t0 = time.perf_counter()
-            for seed in _sweep_seeds(seeds[:max_seeds], ref.seed):
-                if time.perf_counter() - started > budget_s:
-                    res.skipped = f"sweep budget of {budget_s:g}s spent"
-                    break
-                result = run_simulation(seed, ref.scenario, profile, break_name=ref.name)
-                res.seeds_tried += 1
-                inv = result.invariant
-                if inv in rule.invariants:
-                    res.caught_at = seed
-                    res.message = result.violation.message if result.violation else ""
-                    break
-                if inv is not None:
-                    res.other[inv] = res.other.get(inv, 0) + 1
-            res.wall_s = time.perf_counter() - t0
-            results.append(res)
-            if tick is not None:
-                tick(res)
-    return SweepReport(results, time.perf_counter() - started)
+    with held_freeze():  # one freezegun start for the sweep, not one per seed
+        for rule in rules:
+            for ref in rule.breaks:
+                if only is not None and ref.name not in only:
+                    continue
+                res = BreakResult(rule.id, ref.name, ref.scenario, rule.invariants)
+                t0 = now()
+                for seed in _sweep_seeds(seeds[:max_seeds], ref.seed):
+                    if now() - started > budget_s:
+                        res.skipped = f"sweep budget of {budget_s:g}s spent"
+                        break
+                    result = run_simulation(seed, ref.scenario, profile, break_name=ref.name)
+                    res.seeds_tried += 1
+                    inv = result.invariant
+                    if inv in rule.invariants:
+                        res.caught_at = seed
+                        res.message = result.violation.message if result.violation else ""
+                        break
+                    if inv is not None:
+                        res.other[inv] = res.other.get(inv, 0) + 1
+                res.wall_s = now() - t0
+                results.append(res)
+                if tick is not None:
+                    tick(res)
+    return SweepReport(results, now() - started)

@@ -17,7 +17,7 @@ from typing import Any
 
 from runtime.faults import CATALOGUE
 from sim import breaks
-from sim.clock import freeze_process
+from sim.clock import freeze_process, held_freeze, real_perf_counter
 from sim.kernel import SimResult, run_simulation
 
 SeedJob = tuple[int, str, str, str | None]
@@ -142,8 +142,11 @@ def iterate(
     """
     run = run or run_one
     if workers <= 1:
-        for job in jobs:
-            yield run(job)
+        # One freezegun start for the whole run, not one per seed (sim.clock.held_freeze):
+        # the caller's code between yields reads real time through sim.clock.
+        with held_freeze():
+            for job in jobs:
+                yield run(job)
         return
     ctx = multiprocessing.get_context("spawn")
     # Worker processes only simulate: freezegun is started once for each of them,
@@ -165,13 +168,11 @@ def run_campaign(
     jobs: list[Any], workers: int, on_result: Callable[[dict[str, Any]], None] | None = None,
     run: Callable[[Any], dict[str, Any]] | None = None,
 ) -> CampaignReport:
-    import time
-
-    started = time.perf_counter()
+    started = real_perf_counter()
     report = CampaignReport()
     for result in iterate(jobs, workers, run):
         report.results.append(result)
         if on_result:
             on_result(result)
-    report.wall_s = time.perf_counter() - started
+    report.wall_s = real_perf_counter() - started
     return report

@@ -13,6 +13,8 @@ freezegun's fake, which inspects the caller's stack on every call.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -143,6 +145,40 @@ def freeze_process() -> None:
         frozen = freeze_time(EPOCH)
         frozen.start()
         _PROCESS_FREEZE.append(frozen)
+
+
+@contextmanager
+def held_freeze() -> Iterator[None]:
+    """Keep freezegun started while a run of in-process simulations lasts.
+
+    What `freeze_process` gives a worker, for the length of a `with` block in a
+    process that does other things too (`--jobs 1` campaigns, the rules sweep):
+    each simulation's own `freeze_time` nests inside this one, so it pushes a
+    factory instead of scanning every loaded module (about 5% of a `--jobs 1`
+    swarm campaign, py-spy); the simulations see the same fakes and the same
+    virtual time. Inside the block, code between simulations reads a frozen
+    clock through `time` and `datetime`: harness code there reads real time via
+    `real_perf_counter()` / `real_monotonic()`. A no-op when freezegun is already
+    started (a worker, a test's own freeze).
+    """
+    from freezegun import api, freeze_time
+
+    if api.freeze_factories:
+        yield
+        return
+    frozen = freeze_time(EPOCH)
+    frozen.start()
+    try:
+        yield
+    finally:
+        frozen.stop()
+
+
+def real_monotonic() -> float:
+    """time.monotonic, even under freezegun (as `real_perf_counter`)."""
+    from freezegun import api
+
+    return float(api.real_monotonic())
 
 
 def real_perf_counter() -> float:

@@ -79,6 +79,20 @@ def test_the_sweep_stops_at_the_first_catching_seed_and_reports_survivors() -> N
     assert report.median_seeds() == 1
 
 
+
+def test_the_sweep_budget_counts_real_seconds_under_its_held_freeze() -> None:
+    # The sweep holds freezegun started across its simulations (sim.clock.held_freeze);
+    # its budget must still read the real clock, or a spent budget would never show.
+    fast = Rule("t.priority", "000", "s", "priority", ("broker_priority",), ("basic",),
+                (BreakRef("doctrine_priority", "basic"),))
+    blind = Rule("t.blind", "000", "s", "a rule whose invariant cannot see the break",
+                 ("hardware_budget",), ("basic",), (BreakRef("doctrine_priority", "basic"),))
+    report = rules_report.sweep([1, 2, 3], max_seeds=3, budget_s=0.05, rules=[blind, fast])
+    spent, untried = report.results
+    assert spent.seeds_tried >= 1 and spent.wall_s > 0.05
+    assert untried.skipped and untried.seeds_tried == 0
+    assert report.wall_s >= spent.wall_s
+
 def test_harness_rules_prints_the_catalogue_and_exits_0_without_gaps() -> None:
     import json
     import subprocess
