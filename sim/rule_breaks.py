@@ -980,6 +980,18 @@ def _hurried_only_at_a_full_group(self: StepWriter) -> bool:
             or queued == GROUP_COMMIT_LIMIT or queued >= self._capacity)
 
 
+def _restore_without_metadata(self: StepWriter, items: Sequence[tuple[str, dict[str, Any]]]
+                              ) -> bool:
+    """A writer that gives back the Steps of a settlement that did not apply with their
+    metadata dropped: the kinds come back in order, each with empty data (caught by
+    restored_steps_first; the mutation tool's survivors at `writer.py:458` garble the
+    kind or the data the same way)."""
+    return _ORIGINAL_RESTORE(self, [(kind, {}) for kind, _ in items])
+
+
+_ORIGINAL_RESTORE = StepWriter.restore
+
+
 def _discard_forgotten(self: EventBus, run_id: UUID, channel: RunChannel | None = None) -> None:
     """A bus that never forgets a channel: closed ones stay registered until the channel
     bound evicts them (the mutation tool's survivor `bus.py:77`, `current is not None`
@@ -1218,6 +1230,7 @@ RULE_BREAKS = BreakTable({
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "writer_never_lingers": (StepWriter, "_linger", _linger_not_at_all),
     "full_group_left_lingering": (StepWriter, "_hurried", _hurried_only_at_a_full_group),
+    "restore_without_metadata": (StepWriter, "restore", _restore_without_metadata),
     "channel_never_discarded": (EventBus, "discard", _discard_forgotten),
     "relay_backoff_flat": (supervisor_module, "backoff", _backoff_flat),
     "relay_left_dead": (lifespan_module, "supervise", _supervise_once),

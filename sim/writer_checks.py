@@ -12,6 +12,7 @@ them, and adds no await and no draw, so traces are unchanged.
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -51,6 +52,12 @@ INVARIANTS = (
      "issue 17, M14 (a hop's writer holds a group only while nobody needs it written; a "
      "full group or queue ends the linger at once); seed 000 'Events, settlement, and "
      "waits' (Steps are written in publish order, one append in flight)"),
+    ("restored_steps_first", "a hop whose settlement, carrying the Steps its lingering "
+     "writer held, did not apply gives them back: the writer's next appends carry exactly "
+     "those Steps (same kinds, same metadata), in publish order, ahead of anything else",
+     "issue 17, M14 (a settlement that did not apply gives the lifecycle Steps back to "
+     "the writer, which writes them as before); seed 000 'Events, settlement, and waits' "
+     "(non-token events become Step rows in publish order)"),
     ("settle_folds_steps", "a hop settles its terminal truth only once its Step writer "
      "has no append in flight, so the settlement carries the Steps still queued and the "
      "terminal Step behind every Step written; it settles alone beside an append in "
@@ -94,6 +101,10 @@ class WriterChecks:
             weakref.WeakKeyDictionary())
         """Lingering writers whose last append ended with a full group queued: when it
         ended, and the Step then first in the queue (full_group_not_held)."""
+        self.restored: weakref.WeakKeyDictionary[StepWriter, deque[tuple[str, Any]]] = (
+            weakref.WeakKeyDictionary())
+        """Steps a settling hop took from its writer, in order: if the settlement does
+        not apply they come back, and the writer's next appends carry them first."""
         """Lingering writers that started an append because a barrier waited on them
         (not closing, no repair): before terminal truth only a settling hop's fold
         could be that waiter, for a parked hop's and a terminal path's flushes come
@@ -121,6 +132,9 @@ class WriterChecks:
             self.flushed.add(writer)
         if writer._linger_s > 0 and group[0] is not None and group[0].repair is None:
             self.checker._guarded(lambda: self._linger(writer, len(group), ended, boot_id, now))
+        expected = self.restored.get(writer)
+        if expected:
+            self.checker._guarded(lambda: self._restored(writer, group, expected))
         full = self.full.pop(writer, None)
         if full is not None and group[0] is full[1]:
             self.checker._guarded(lambda: self._full_group(writer, len(group), full[0], now))
@@ -136,6 +150,25 @@ class WriterChecks:
             self.full[writer] = (busy.ended, queue[0])
         else:
             self.full.pop(writer, None)
+
+    def _restored(self, writer: StepWriter, group: list[Any], expected: deque[tuple[str, Any]],
+                  ) -> None:
+        """Only a folded settlement that did not apply lets this writer append again
+        (one that applied detached it with nothing queued): what it appends first is
+        what the hop took, given back ahead of anything queued since."""
+        for item in group:
+            if not expected:
+                return
+            kind, data = expected.popleft()
+            if item.repair is None and item.kind == kind and item.data == data:
+                continue
+            expected.clear()
+            self.checker.fail("restored_steps_first", f"the Step writer of Run "
+                              f"{writer.run_id} (seq {writer.seq}) appends {item.kind!r} "
+                              f"{item.data!r} where the Step {kind!r} {data!r} its hop took "
+                              "for a settlement that did not apply comes back first",
+                              run=str(writer.run_id))
+            return
 
     def _full_group(self, writer: StepWriter, taken: int, ended: float, now: float) -> None:
         """The append that carries the Step first in the queue when the previous append
@@ -179,6 +212,8 @@ class WriterChecks:
         if writer in self.judged:
             return
         self.judged.add(writer)
+        if events.folded and events._taken:
+            self.restored[writer] = deque(events._taken)
         busy = self.busy.get(writer)
         channel = events.channel
         if (writer in self.flushed and channel is not None and not channel._closed

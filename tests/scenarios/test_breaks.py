@@ -471,6 +471,16 @@ def test_a_linger_over_a_full_group_is_caught() -> None:
     assert run_simulation(seed, "step_burst", "swarm").ok
 
 
+def test_steps_given_back_without_their_metadata_are_caught() -> None:
+    """A fenced settlement's Steps come back to the writer as they were taken
+    (sim.writer_checks, restored_steps_first): the break gives back their kinds with
+    empty metadata."""
+    seed, _, message = _first_violation("step_burst", "restore_without_metadata",
+                                        range(1, 10), "restored_steps_first")
+    assert "comes back first" in message
+    assert run_simulation(seed, "step_burst", "swarm").ok
+
+
 def test_a_reader_reported_cut_off_without_a_close_is_caught() -> None:
     """Cut off means the channel closed before the reader took the terminal event
     (sim.event_checks, cut_off_honest): the break's readers start out cut off."""
