@@ -16,6 +16,7 @@ from uuid import UUID
 
 from runtime.adapters import open_run, settle_rule
 from runtime.adapters.memory.boots import BootLease, BootsMixin
+from runtime.adapters.memory.fresh import hands_back_fresh
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.service_store import MemoryServiceStore
 from runtime.adapters.memory.waits import WaitsMixin
@@ -89,6 +90,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
 
     # -- admission ----------------------------------------------------------
 
+    @hands_back_fresh
     async def admit_run(
         self, run: Run, delivery: RunDelivery, *, fence_session: bool = True
     ) -> Admission:
@@ -117,20 +119,24 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         ]
         return min(busy, key=lambda r: (r.created_at, r.id), default=None)
 
+    @hands_back_fresh
     async def get_run(self, run_id: UUID) -> Run | None:
         await enter()
         return self.run_table.get(run_id)
 
+    @hands_back_fresh
     async def get_delivery(self, run_id: UUID, seq: int) -> RunDelivery | None:
         await enter()
         return self.delivery_table.get((run_id, seq))
 
+    @hands_back_fresh
     async def deliveries(self, run_id: UUID) -> list[RunDelivery]:
         await enter()
         return sorted(
             (d for (rid, _), d in self.delivery_table.items() if rid == run_id), key=lambda d: d.seq
         )
 
+    @hands_back_fresh
     async def release_held(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         await enter()
         d = self.delivery_table.get((run_id, seq))
@@ -138,6 +144,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             return d
         return self._put_delivery(d, state=DeliveryState.PENDING, held_by=None, updated_at=now)
 
+    @hands_back_fresh
     async def fail_held(
         self, run_id: UUID, seq: int, reason: str, now: datetime
     ) -> RunDelivery | None:
@@ -150,6 +157,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
             self._put_run(run, status=RunStatus.FAILED, error=reason, updated_at=now)
         return self._put_delivery(d, state=DeliveryState.FAILED, updated_at=now)
 
+    @hands_back_fresh
     async def mark_published(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         await enter()
         d = self.delivery_table.get((run_id, seq))
@@ -162,6 +170,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
 
     # -- claim and settlement -----------------------------------------------
 
+    @hands_back_fresh
     async def claim_delivery(
         self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
     ) -> Claim:
@@ -186,6 +195,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         )
         return Claim(claimed=True, run=run, delivery=d)
 
+    @hands_back_fresh
     async def settle_run(
         self,
         run_id: UUID,
@@ -232,6 +242,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
 
     # -- recovery -----------------------------------------------------------
 
+    @hands_back_fresh
     async def rotate_delivery(self, run_id: UUID, seq: int, now: datetime) -> RunDelivery | None:
         await enter()
         run = self.run_table.get(run_id)
@@ -250,12 +261,14 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         self._put_run(run, seq=seq + 1, updated_at=now)
         return fresh
 
+    @hands_back_fresh
     async def fail_orphan(
         self, run_id: UUID, seq: int, boot_id: str, reason: str, now: datetime
     ) -> Run | None:
         await enter()
         return self._fail_open(run_id, seq, reason, now, open_run.OrphanFence(boot_id))
 
+    @hands_back_fresh
     async def fail_abandoned(
         self, run_id: UUID, seq: int, claim_token: str, reason: str, now: datetime
     ) -> Run | None:
@@ -278,6 +291,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
 
     # -- queries --------------------------------------------------------------
 
+    @hands_back_fresh
     async def runs_in_session(self, session: str, limit: int) -> list[Run]:
         await enter()
         found = [
@@ -285,6 +299,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         ]
         return sorted(found, key=lambda r: (r.created_at, r.id))[:limit]
 
+    @hands_back_fresh
     async def page_runs(
         self,
         statuses: Sequence[RunStatus],
@@ -300,6 +315,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         ]
         return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
 
+    @hands_back_fresh
     async def evidence_debts(self, after: tuple[datetime, UUID] | None, limit: int) -> list[Run]:
         await enter()
         found = [
@@ -309,6 +325,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         ]
         return sorted(found, key=lambda r: (r.updated_at, r.id))[:limit]
 
+    @hands_back_fresh
     async def late_fence_debts(
         self, after: tuple[datetime, UUID] | None, limit: int
     ) -> list[Run]:
@@ -326,6 +343,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         self.late_fence_owed.discard(run_id)
         return True
 
+    @hands_back_fresh
     async def append_step(
         self, run_id: UUID, seq: int, kind: str, data: dict[str, Any], now: datetime
     ) -> Step:
@@ -341,6 +359,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         log.append(step)
         return step
 
+    @hands_back_fresh
     async def append_steps(
         self, run_id: UUID, seq: int, items: Sequence[tuple[str, dict[str, Any]]], now: datetime
     ) -> list[Step]:
@@ -380,6 +399,7 @@ class MemoryLedger(WaitsMixin, BootsMixin):
         caller's transaction."""
         return next((s for s in log if s.kind in TERMINAL_KINDS), None)
 
+    @hands_back_fresh
     async def steps(self, run_id: UUID) -> list[Step]:
         await enter()
         return list(self.step_log.get(run_id, []))

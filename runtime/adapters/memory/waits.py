@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from runtime.adapters.memory.fresh import hands_back_fresh
 from runtime.adapters.memory.gate import enter
 from runtime.adapters.memory.tables import Tables
 from runtime.models import (
@@ -47,6 +48,7 @@ class WaitsMixin(Tables):
         self.checkpoint_table[record.run_id] = record
         return True
 
+    @hands_back_fresh
     async def load_checkpoint(self, run_id: UUID) -> CheckpointRecord | None:
         await enter()
         return self.checkpoint_table.get(run_id)
@@ -68,6 +70,7 @@ class WaitsMixin(Tables):
 
     # -- consent ------------------------------------------------------------------
 
+    @hands_back_fresh
     async def create_consent(self, consent: Consent) -> Consent | None:
         await enter()
         existing = self.consent_table.get(consent.id)
@@ -78,15 +81,18 @@ class WaitsMixin(Tables):
         self.consent_table[consent.id] = consent
         return consent
 
+    @hands_back_fresh
     async def get_consent(self, consent_id: UUID) -> Consent | None:
         await enter()
         return self.consent_table.get(consent_id)
 
+    @hands_back_fresh
     async def consents_of(self, run_id: UUID) -> list[Consent]:
         await enter()
         mine = [c for c in self.consent_table.values() if c.run_id == run_id]
         return sorted(mine, key=lambda c: (c.created_at, c.id))
 
+    @hands_back_fresh
     async def park_consent(
         self, run_id: UUID, seq: int, consent_id: UUID, now: datetime
     ) -> Run | None:
@@ -112,6 +118,7 @@ class WaitsMixin(Tables):
         return self._park(run_id, seq, now, status=RunStatus.AWAITING_CONSENT,
                           consent_id=consent_id)
 
+    @hands_back_fresh
     async def decide_consent(
         self, consent_id: UUID, approve: bool, principal: str, now: datetime
     ) -> Consent | None:
@@ -129,6 +136,7 @@ class WaitsMixin(Tables):
         self.consent_table[consent_id] = decided
         return decided
 
+    @hands_back_fresh
     async def cancel_consent(self, consent_id: UUID, now: datetime) -> Consent | None:
         await enter()
         consent = self.consent_table.get(consent_id)
@@ -138,6 +146,7 @@ class WaitsMixin(Tables):
         self.consent_table[consent_id] = cancelled
         return cancelled
 
+    @hands_back_fresh
     async def readmit_after_consent(
         self, run_id: UUID, consent_id: UUID, now: datetime
     ) -> RunDelivery | None:
@@ -159,6 +168,7 @@ class WaitsMixin(Tables):
 
     # -- delegation -------------------------------------------------------------
 
+    @hands_back_fresh
     async def create_agent_job(self, job: AgentJob) -> AgentJob | None:
         await enter()
         existing = self.agent_job_table.get(job.id)
@@ -169,15 +179,18 @@ class WaitsMixin(Tables):
         self.agent_job_table[job.id] = job
         return job
 
+    @hands_back_fresh
     async def get_agent_job(self, job_id: UUID) -> AgentJob | None:
         await enter()
         return self.agent_job_table.get(job_id)
 
+    @hands_back_fresh
     async def agent_jobs_of(self, run_id: UUID) -> list[AgentJob]:
         await enter()
         mine = [j for j in self.agent_job_table.values() if j.run_id == run_id]
         return sorted(mine, key=lambda j: (j.created_at, j.id))
 
+    @hands_back_fresh
     async def record_agent_job(
         self,
         job_id: UUID,
@@ -196,6 +209,7 @@ class WaitsMixin(Tables):
         self.agent_job_table[job_id] = updated
         return updated
 
+    @hands_back_fresh
     async def park_delegate(
         self, run_id: UUID, seq: int, job_id: UUID, now: datetime
     ) -> Run | None:
@@ -220,6 +234,7 @@ class WaitsMixin(Tables):
         return self._park(run_id, seq, now, status=RunStatus.AWAITING_DELEGATE,
                           agent_job_id=job_id)
 
+    @hands_back_fresh
     async def readmit_after_delegate(
         self, run_id: UUID, job_id: UUID, now: datetime
     ) -> RunDelivery | None:
@@ -245,6 +260,7 @@ class WaitsMixin(Tables):
             return None
         return attempt
 
+    @hands_back_fresh
     async def park_service(
         self, run_id: UUID, seq: int, attempt_id: UUID, now: datetime
     ) -> Run | None:
@@ -267,6 +283,7 @@ class WaitsMixin(Tables):
         return self._park(run_id, seq, now, status=RunStatus.AWAITING_SERVICE,
                           service_attempt_id=attempt_id)
 
+    @hands_back_fresh
     async def readmit_after_service(
         self, run_id: UUID, attempt_id: UUID, now: datetime
     ) -> RunDelivery | None:
@@ -285,6 +302,7 @@ class WaitsMixin(Tables):
 
     # -- hardware -------------------------------------------------------------------
 
+    @hands_back_fresh
     async def await_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
         await enter()
         again = self._holds(run_id, seq, (RunStatus.AWAITING_HARDWARE,))
@@ -295,6 +313,7 @@ class WaitsMixin(Tables):
             return None
         return self._put_run(run, status=RunStatus.AWAITING_HARDWARE, updated_at=now)
 
+    @hands_back_fresh
     async def resume_hardware(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
         await enter()
         again = self._holds(run_id, seq, (RunStatus.RUNNING,))
@@ -307,6 +326,7 @@ class WaitsMixin(Tables):
 
     # -- cancellation -----------------------------------------------------------------
 
+    @hands_back_fresh
     async def begin_cancel(self, run_id: UUID, now: datetime) -> Run | None:
         await enter()
         run = self.run_table.get(run_id)
@@ -314,6 +334,7 @@ class WaitsMixin(Tables):
             return run
         return self._put_run(run, status=RunStatus.CANCELLING, updated_at=now)
 
+    @hands_back_fresh
     async def finish_cancel(self, run_id: UUID, seq: int, now: datetime) -> Run | None:
         await enter()
         run = self.run_table.get(run_id)
