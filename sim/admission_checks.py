@@ -15,6 +15,12 @@ client sees it across the process boundary:
   malformed copy of what it sent (built with `model_copy`, which skips
   pydantic validation, as a careless surface would). The refusal happens
   before submit's first await, so a probe changes no trace.
+- `admission_single_flight`: a process runs one retention hook of a Run at a
+  time. Same-key admissions in one process are serialised (runtime.sessions),
+  so a second call of the key waits for the first's hook and then finds the
+  generation released; only another Vessel may run a hook of the same Run
+  meanwhile. The client wraps each hook it hands a boot and counts the hooks
+  running per (boot, Run).
 - `admission_locks_released`: once the world is quiescent no live boot holds
   or keeps a per-key admission lock (idempotency key, Bridge session) or a
   per-Run evidence-repair lock: each is dropped when nobody holds or waits
@@ -37,12 +43,13 @@ trace of an unbroken runtime.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 import anyio
 
-from runtime.engine import Submission
+from runtime.engine import RetentionHook, Submission
 from runtime.errors import IdempotencyConflict, InvalidIntent, SessionBusy
 from runtime.events import repair
 from runtime.models import DeliveryState, Intent, Run, RunDelivery, RunStatus
@@ -80,6 +87,10 @@ INVARIANTS = (
     ("scope_names_caller", "a keyed Run is admitted under its caller's idempotency scope "
      "(source:sigil, stored with the Run beside its key); a keyless Run has "
      "none", "seed 000 'Admission and exact claim' (a scoped idempotency key)"),
+    ("admission_single_flight", "one process never runs two retention hooks of one Run at "
+     "once: its same-key admissions are serialised, so retention happens once at a time per "
+     "process", "seed 000 'Admission and exact claim' (one-process single flight per key); "
+     "runtime/sessions.py"),
     ("admission_locks_released", "after heal no live boot holds or keeps a per-key admission "
      "or evidence-repair lock: a key's lock is dropped once nobody holds or waits on it",
      "runtime/sessions.py KeyedLocks; seed 000 'Admission and exact claim'"),
@@ -99,9 +110,16 @@ def _faulted(lines: list[str]) -> bool:
 
 
 class AdmissionChecks:
+    one_coordinator_per_vessel: ClassVar[bool] = True
+    """Each boot's engine is one Vessel process, whose coordinator single-flights its
+    keys (admission_single_flight). sim.breaks turns this off with the breaks that let
+    one process stand in for two Vessels racing a key (TWO_VESSEL_ADMISSIONS)."""
+
     def __init__(self, checker: Checker) -> None:
         self.checker = checker
         self.probes = 0
+        self.retaining: Counter[tuple[str, UUID]] = Counter()
+        """Retention hooks running now, per (boot id, Run id)."""
 
     # -- after every committed write ------------------------------------------------
 
@@ -162,6 +180,29 @@ class AdmissionChecks:
         self.checker.fail("admission_publishes", f"submit returned Run {run.id} QUEUED with "
                           f"delivery {d.seq} {d.state.value} and no job {d.key}, no fault "
                           "during the call", key=d.key)
+
+    def watched(self, boot: Boot, retain: RetentionHook | None) -> RetentionHook | None:
+        """admission_single_flight: `retain` as `boot` runs it, counted while it runs.
+        No await of its own and no random draw: watching changes no trace."""
+        if retain is None:
+            return None
+
+        async def hook(run: Run) -> None:
+            held = (boot.id, run.id)
+            if self.retaining[held] and self.one_coordinator_per_vessel:
+                self.checker.report("admission_single_flight", f"{boot.id} runs a second "
+                                    f"retention hook of Run {run.id} while one is running: "
+                                    "its same-key admissions are not single-flighted",
+                                    run=str(run.id))
+            self.retaining[held] += 1
+            try:
+                await retain(run)
+            finally:
+                self.retaining[held] -= 1
+                if not self.retaining[held]:
+                    del self.retaining[held]
+
+        return hook
 
     def conflict_names_key(self, exc: IdempotencyConflict, intent: Intent) -> None:
         """idempotent_admission: a conflict names the very key the caller reused."""

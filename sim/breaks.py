@@ -66,6 +66,7 @@ from runtime.service.errors import ResubmitRefused
 from runtime.service.models import Evidence, EvidenceKind
 from runtime.sessions import AdmissionCoordinator
 from runtime.worker import ClaimGate, HopOutcome, Worker
+from sim.admission_checks import AdmissionChecks
 from sim.break_table import BreakTable
 from sim.rule_breaks import RULE_BREAKS
 
@@ -715,9 +716,11 @@ BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each 
 BREAKS.pair("checkpoint_unfenced", (orphans, "hop_key", _next_hop_key))
 # Racing admissions reach the ledger only when no in-process lock serialises
 # them, as with two Vessels on one database.
+# The process then is no longer one Vessel: its single flight is not checked.
 TWO_VESSEL_ADMISSIONS = (AdmissionCoordinator, "admitting", _admitting_as_two_vessels)
-BREAKS.pair("admission_key_upserted", TWO_VESSEL_ADMISSIONS)
-BREAKS.pair("racing_admission_as_creator", TWO_VESSEL_ADMISSIONS)
+AS_TWO_VESSELS = (AdmissionChecks, "one_coordinator_per_vessel", False)
+BREAKS.pair("admission_key_upserted", TWO_VESSEL_ADMISSIONS, AS_TWO_VESSELS)
+BREAKS.pair("racing_admission_as_creator", TWO_VESSEL_ADMISSIONS, AS_TWO_VESSELS)
 # Two boots failing one orphan, as two Vessels on one database do.
 BREAKS.pair("second_terminal_step_written",
             (orphans, "write_or_owe", _two_boots_write_orphan_evidence))

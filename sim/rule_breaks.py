@@ -93,7 +93,7 @@ from runtime.service.models import (
     ServiceOutcome,
     ServiceState,
 )
-from runtime.sessions import KeyedLocks
+from runtime.sessions import AdmissionCoordinator, KeyedLocks
 from runtime.stasis import consent as consent_module
 from runtime.stasis import waits as waits_module
 from runtime.stasis.waits import ResumeRefused, Waits
@@ -255,6 +255,16 @@ async def _hold_never_dropped(self: KeyedLocks, key: str) -> AsyncIterator[None]
     """A per-key lock that is created on first use and kept for ever."""
     lock, _ = self._locks.setdefault(key, (anyio.Lock(), 0))
     async with lock:
+        yield
+
+
+@asynccontextmanager
+async def _admitting_without_key_lock(
+    self: AdmissionCoordinator, key: str | None, session: str | None
+) -> AsyncIterator[None]:
+    """Admission that fences the session but never single-flights the key: two
+    same-key calls in one process both run their retention hooks at once."""
+    async with self._maybe(self.sessions, session):
         yield
 
 
@@ -1152,6 +1162,7 @@ RULE_BREAKS = BreakTable({
     "replay_answers_created": (RunEngine, "_replay", _replay_answers_created),
     "invalid_intent_unreported": (engine_module, "validated_intent", _validated_unreported),
     "admission_locks_kept": (KeyedLocks, "hold", _hold_never_dropped),
+    "admission_key_unlocked": (AdmissionCoordinator, "admitting", _admitting_without_key_lock),
     "sessionless_fenced": (RunEngine, "_fence_session", _fence_sessionless_too),
     "held_without_owner": (RunEngine, "_records", _records_without_holder),
     "keyed_run_unscoped": (RunEngine, "_records", _records_unscoped),

@@ -140,6 +140,11 @@ RULES: tuple[Rule, ...] = (
          "the one-process single flight per idempotency key and per session (and the per-Run "
          "evidence repair) holds one lock per key only while someone holds or waits on it",
          ("admission_locks_released",), ("basic",), (_b("admission_locks_kept", "basic", 1),)),
+    Rule("admission.single_flight_per_key", S000, "Admission and exact claim",
+         "within one process, admissions of one idempotency key are serialised, so a Run's "
+         "retention hook runs once at a time there (a later same-key call finds it released)",
+         ("admission_single_flight",), ("admission_race",),
+         (_b("admission_key_unlocked", "admission_race", 1),)),
     Rule("outbox.published_has_job", S000, "Admission and exact claim",
          "PUBLISHED is recorded only once the broker holds a job of exactly that hop key",
          ("published_has_job",), ("basic",), (_b("published_without_job", "basic", 8),)),

@@ -70,7 +70,8 @@ class Client:
         since = len(self.world.trace.lines)
         prior = checks.admitted_before(intent)
         try:
-            result = await self._request(sub, lambda boot: boot.engine.submit(intent, retain))
+            result = await self._request(
+                sub, lambda boot: boot.engine.submit(intent, checks.watched(boot, retain)))
             outcome, run_id = "admitted", str(result.run.id)
             checks.submit_returned(result, since)
             if intent.idempotency_key is not None:

@@ -636,3 +636,12 @@ def test_a_park_whose_run_moved_on_before_its_step_is_not_a_violation() -> None:
     which hop_outcome_truthful excuses as it excuses a Run already terminal."""
     result = run_simulation(4, "cancel_children", "default")
     assert result.ok, result.violation
+
+
+def test_same_key_admissions_not_single_flighted_are_caught() -> None:
+    """runtime/sessions.py: a process that stops locking the idempotency key runs two
+    retention hooks of one Run at once (issue M9: the negated `key is None` survived)."""
+    seed, _, message = _first_violation("admission_race", "admission_key_unlocked",
+                                                range(1, 10), "admission_single_flight")
+    assert "second retention hook" in message
+    assert run_simulation(seed, "admission_race", "swarm").ok
