@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sim.clock import held_freeze
 from sim.faults.plan import FaultPlan, PlannedFault
 from sim.kernel import SimResult, run_simulation
 
@@ -32,6 +33,12 @@ def shrink(
     run: Callable[..., SimResult] = run_simulation,
 ) -> ShrinkResult | None:
     """None when the seed does not fail in the first place."""
+    with held_freeze():  # one freezegun start for every attempt, not one per attempt
+        return _shrink(seed, scenario, profile, plan, break_name, run)
+
+
+def _shrink(seed: int, scenario: str, profile: str, plan: FaultPlan | None,
+            break_name: str | None, run: Callable[..., SimResult]) -> ShrinkResult | None:
     original = run(seed, scenario, profile, plan, break_name=break_name)
     if original.ok:
         return None

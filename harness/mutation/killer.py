@@ -50,8 +50,15 @@ def campaign(
 ) -> dict[str, Any]:
     """Run seeds 1..`seeds` over `scenarios` (seed-major); stop at the first failure
     (a simulation that outlives `hang_s` of wall time fails as a hang)."""
+    from sim.clock import held_freeze
     from sim.kernel import run_simulation
 
+    with held_freeze():  # one freezegun start for the run, not one per simulation
+        return _campaign(run_simulation, scenarios, seeds, profile, hang_s)
+
+
+def _campaign(run_simulation: Any, scenarios: list[str], seeds: int, profile: str,
+              hang_s: float) -> dict[str, Any]:
     simulations = 0
     previous = signal.signal(signal.SIGALRM, _alarm)
     try:
