@@ -33,6 +33,8 @@ class VirtualClock:
     def __init__(self, epoch: datetime = EPOCH) -> None:
         self.epoch = epoch
         self._last = 0.0
+        self._at: tuple[datetime, float, datetime] | None = None
+        """(epoch, virtual seconds, their datetime) of the last `now()`."""
 
     def monotonic(self) -> float:
         now = trio.current_time()
@@ -42,7 +44,16 @@ class VirtualClock:
         return now
 
     def now(self) -> datetime:
-        return self.epoch + timedelta(seconds=self.monotonic())
+        """epoch + virtual seconds. Virtual time only moves while every task waits, so
+        most calls fall in the same instant as the one before: that datetime (an
+        immutable value, equal to a fresh sum) is returned again instead of summed."""
+        seconds = self.monotonic()
+        at = self._at
+        if at is not None and at[1] == seconds and at[0] is self.epoch:
+            return at[2]
+        value = self.epoch + timedelta(seconds=seconds)
+        self._at = (self.epoch, seconds, value)
+        return value
 
 
 def _no_real_time() -> float:
