@@ -13,12 +13,23 @@ required by seed 000_81a5c720b14d934a.txt:
   stored one. The facade's insert never replaces an existing row, whatever
   its status, so a key names one job for as long as its row exists.
 
+- One write transaction where SAQ spends two (issue 17, M14): SAQ's
+  pool is autocommit, so its insert and the `enqueue` NOTIFY after it, and
+  its dequeue transaction and the `dequeue` NOTIFY after it, each commit
+  separately, and a NOTIFY takes a transaction id of its own. The facade
+  sends each NOTIFY inside the transaction of the write it announces: the
+  same rows and the same notifications, which PostgreSQL delivers at that
+  commit, when the announced row is visible (as before), in one transaction
+  id instead of two. The dequeue also writes each dequeued job in its own
+  transaction, not in a savepoint of it as SAQ does (a savepoint that
+  writes takes a subtransaction id per job).
+
 - Several Vessels on one database (issue 15, M11): a queue served by a boot
   stamps each job it makes active with that boot's id (`job.meta["boot"]`),
   in the very write that dequeues it, so recovery can tell a live peer's
   freshly dequeued job from a dead boot's stranded one.
 
-Everything else (dequeue order, abort, sweep, job updates) is SAQ's own code
+Everything else (dequeue order and statement, abort, sweep, job updates) is SAQ's own code
 on SAQ's own tables. This module is asyncio-only, like SAQ and psycopg.
 """
 
@@ -31,8 +42,8 @@ from typing import Any
 import anyio
 from psycopg.sql import SQL
 from saq.job import Job, Status
-from saq.queue.postgres import ENQUEUE, PostgresQueue
-from saq.utils import now_seconds
+from saq.queue.postgres import DEQUEUE, ENQUEUE, PostgresQueue
+from saq.utils import now, now_seconds
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,42 @@ _INSERT_ONCE = dedent(
     RETURNING 1
     """
 )
+
+_DEQUEUE = dedent(
+    """
+    WITH locked_job AS (
+      SELECT key
+      FROM {jobs_table}
+      WHERE status = 'queued'
+        AND queue = %(queue)s
+        AND %(now)s >= scheduled
+        AND priority BETWEEN %(plow)s AND %(phigh)s
+        AND group_key NOT IN (
+          SELECT DISTINCT group_key
+          FROM {jobs_table}
+          WHERE status = 'active'
+            AND queue = %(queue)s
+            AND group_key IS NOT NULL
+        )
+      ORDER BY priority, scheduled
+      LIMIT %(limit)s
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE {jobs_table} SET status = 'active'
+    FROM locked_job
+    WHERE {jobs_table}.key = locked_job.key
+    RETURNING job
+    """
+)
+"""SAQ 0.26.4's dequeue statement, unchanged."""
+
+_MARK_ACTIVE = dedent(
+    """
+    UPDATE {jobs_table} SET job = %(job)s, status = %(status)s, scheduled = %(scheduled)s
+    WHERE key = %(key)s
+    """
+)
+"""SAQ 0.26.4's job update (`_update` without `expire_at`), as the dequeue sends it."""
 
 
 BOOT_META = "boot"
@@ -95,9 +142,52 @@ class VesselQueue(PostgresQueue):
                 log.warning("closing the pool of queue %s after a failed connect: %r",
                             self.name, exc)
 
+    async def _dequeue(self) -> None:
+        """SAQ 0.26.4's `_dequeue` (same statement, same job updates, same local
+        hand-off), except that its `dequeue` NOTIFY is sent inside the dequeue
+        transaction rather than as an autocommit statement after it, and that each
+        dequeued job's update runs in that transaction itself: SAQ's `_update` opens
+        a nested `transaction()` there, a savepoint, and a savepoint that writes
+        takes a (sub)transaction id of its own, one per dequeued job."""
+        if self._dequeue_lock.locked():
+            return
+        async with self._dequeue_lock, self.pool.connection() as conn, conn.transaction(), \
+                    conn.cursor() as cursor:
+            if not self._waiting:
+                return
+            await cursor.execute(
+                SQL(_DEQUEUE).format(jobs_table=self.jobs_table),
+                {"queue": self.name, "now": now_seconds(), "limit": self._waiting,
+                 "plow": self._priorities[0], "phigh": self._priorities[1]},
+            )
+            rows = await cursor.fetchall()
+            dequeued = now()
+            for row in rows:
+                job = self.deserialize(row[0], Status.ACTIVE)
+                assert job
+                job.started = dequeued
+                job.touched = dequeued
+                await self._mark_active(cursor, job)
+                self._job_queue.put_nowait(job)
+            if rows:
+                await self._notify(DEQUEUE, connection=conn)
+
+    async def _mark_active(self, cursor: Any, job: Job) -> None:
+        """Write `job` ACTIVE (stamped with the dequeuing boot) in the cursor's transaction."""
+        if self.dequeuing_boot is not None:
+            job.meta.setdefault(BOOT_META, self.dequeuing_boot)
+        job.status = Status.ACTIVE
+        await cursor.execute(
+            SQL(_MARK_ACTIVE).format(jobs_table=self.jobs_table),
+            {"job": self.serialize(job), "status": job.status, "key": job.key,
+             "scheduled": job.scheduled},
+        )
+
     async def _enqueue(self, job: Job) -> Job | None:
-        """Insert `job` unless its key exists in any status; notify workers when inserted."""
-        async with self.pool.connection() as conn, conn.cursor() as cursor:
+        """Insert `job` unless its key exists in any status; notify workers when inserted
+        (the insert and its NOTIFY commit as one transaction)."""
+        async with self.pool.connection() as conn, conn.transaction(), \
+                conn.cursor() as cursor:
             await cursor.execute(
                 SQL(_INSERT_ONCE).format(jobs_table=self.jobs_table),
                 {

@@ -1,0 +1,86 @@
+"""What the SAQ queue facade costs PostgreSQL per job, asserted row by row (issue 17).
+
+`VesselQueue` sends SAQ's `enqueue` and `dequeue` notifications inside the
+transaction of the write they announce, and writes a dequeued job without
+SAQ's savepoint, so each of those is one transaction id instead of two (a
+NOTIFY, and a savepoint that writes, each take an id of their own). The
+evidence is immune to other sessions on the cluster: the transaction id the
+NOTIFY was sent under must be the `xmin` of the row version it announces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from saq.queue.postgres import DEQUEUE, ENQUEUE
+
+from runtime.adapters.saq import SaqBroker, VesselQueue
+from tests.contract.test_saq_adapter import STOPS, _broker, publish
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+XID_OF = "SELECT pg_current_xact_id_if_assigned()::text::bigint % 4294967296"
+"""The sending transaction's id as a 32-bit xid (what `xmin` holds), None when it has none."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def saq(pg_fresh_dsn: str) -> AsyncIterator[tuple[SaqBroker, str]]:
+    async with _broker(pg_fresh_dsn, STOPS) as broker:
+        yield broker, pg_fresh_dsn
+
+
+def record_notifies(queue: VesselQueue, sent: list[tuple[str, int | None]]) -> None:
+    """Wrap `queue._notify` so each notification records the transaction it went under."""
+    original = queue._notify
+
+    async def notify(key: str, connection: Any = None) -> None:
+        xid = None
+        if connection is not None:
+            cur = await connection.execute(XID_OF)
+            row = await cur.fetchone()
+            xid = None if row is None or row[0] is None else int(row[0])
+        sent.append((key, xid))
+        await original(key, connection=connection)
+
+    queue._notify = notify  # type: ignore[method-assign]
+
+
+async def xmin_of(dsn: str, key: str) -> int:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT xmin::text::bigint FROM saq_jobs WHERE key = %s",
+                                 (key,))
+        row = await cur.fetchone()
+    assert row is not None, key
+    return int(row[0])
+
+
+async def test_a_publish_and_its_notification_are_one_transaction(
+    saq: tuple[SaqBroker, str],
+) -> None:
+    broker, dsn = saq
+    sent: list[tuple[str, int | None]] = []
+    record_notifies(broker.queue("runs"), sent)
+    key = await publish(broker)
+    assert sent == [(ENQUEUE, await xmin_of(dsn, key))]
+
+
+async def test_a_dequeue_its_job_update_and_notification_are_one_transaction(
+    saq: tuple[SaqBroker, str],
+) -> None:
+    broker, dsn = saq
+    key = await publish(broker)
+    sent: list[tuple[str, int | None]] = []
+    record_notifies(broker.queue("runs"), sent)
+    info = await broker.dequeue("runs", boot_id="boot-a")
+    assert info is not None and info.key == key and info.boot_id == "boot-a"
+    # the job's final row version (status and job blob) was written by the
+    # dequeue's own transaction, not a savepoint of it, and the notification too
+    assert sent == [(DEQUEUE, await xmin_of(dsn, key))]
