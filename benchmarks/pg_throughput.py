@@ -14,6 +14,10 @@ every table is truncated, so each phase starts from the same empty state.
   settings hops use: retries=0, timeout=0, heartbeat=120, ttl=0) by
   `--producers` concurrent publishers, consumed by the in-process SAQ worker
   of `runs` at `--concurrency` (and `rites` at 1, idle);
+- saq_stock: the same, with SAQ 0.26.4's own enqueue and dequeue in place of
+  the facade's (`VesselQueue` sends each NOTIFY inside the write it announces
+  and writes a dequeued job without a savepoint; SAQ spends a transaction id
+  on each of those): raw SAQ as shipped, for the ratios `*_stock`;
 - echo / two_step: `--n` Runs submitted through RunEngine.submit (admit,
   publish, mark published) by as many producers, consumed by the same lanes
   at the same concurrency (claim, nodes, fenced settlement, Step evidence);
@@ -66,13 +70,14 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
+from saq.queue.postgres import PostgresQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from write_counter import counting  # beside this script, on sys.path when it runs
 
 from runtime.adapters.postgres import PostgresLedger, migrate
-from runtime.adapters.saq import SaqBroker, SaqSettings
+from runtime.adapters.saq import SaqBroker, SaqSettings, VesselQueue
 from runtime.app.profiles import build_vessel, make_deps
 from runtime.keys import hop_key
 from runtime.models import Intent, Run
@@ -80,7 +85,7 @@ from runtime.seams import Ledger
 from runtime.stasis.consent import decide
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
-KINDS = ("saq", "echo", "two_step", "consent_gate")
+KINDS = ("saq", "saq_stock", "echo", "two_step", "consent_gate")
 POLL_S = 0.1
 FLUSH_WAIT_S = 1.0
 SAQ = SaqSettings(pool_min=4, pool_max=20)
@@ -233,8 +238,24 @@ COMPLETE = "SELECT count(*) FROM saq_jobs WHERE status = 'complete'"
 DONE = "SELECT count(*) FROM run WHERE status = 'DONE'"
 
 
-async def saq_phase(dsn: str, dbname: str, args: argparse.Namespace) -> Work:
-    broker = SaqBroker(dsn, settings=SAQ)
+class StockQueue(VesselQueue):
+    """The facade with SAQ's own enqueue (upsert, then NOTIFY) and dequeue (job
+    updates in savepoints, then NOTIFY): what SAQ as shipped writes per job."""
+
+    _enqueue = PostgresQueue._enqueue
+    _dequeue = PostgresQueue._dequeue
+
+
+class StockBroker(SaqBroker):
+    def _build_queue(self, name: str) -> VesselQueue:
+        queue = super()._build_queue(name)
+        queue.__class__ = StockQueue
+        return queue
+
+
+async def saq_phase(dsn: str, dbname: str, args: argparse.Namespace, *, stock: bool = False
+                    ) -> Work:
+    broker = (StockBroker if stock else SaqBroker)(dsn, settings=SAQ)
     await broker.connect()
 
     async def noop(run_id: UUID, seq: int) -> None:
@@ -330,8 +351,8 @@ async def measure(
     pg_before = pg_cpu(dbname)
     cpu_before = time.process_time()
     with counting() if args.count_writes else nullcontext() as counts:
-        if kind == "saq":
-            work = await saq_phase(dsn, dbname, args)
+        if kind in ("saq", "saq_stock"):
+            work = await saq_phase(dsn, dbname, args, stock=kind == "saq_stock")
         else:
             work = await runs_phase(dsn, dbname, args, kind)
     client_ms = (time.process_time() - cpu_before) * 1000
@@ -373,10 +394,18 @@ def summarise(phases: list[Phase], kinds: tuple[str, ...], args: argparse.Namesp
         for kind in kinds:
             ratios[kind] = {m: (round(medians[kind][m] / base[m], 3) if base[m] else None)
                             for m in METRICS}
+    stock: dict[str, dict[str, float | None]] = {}
+    if "saq_stock" in medians:
+        base = medians["saq_stock"]
+        for kind in kinds:
+            stock[kind] = {m: (round(medians[kind][m] / base[m], 3) if base[m] else None)
+                           for m in METRICS}
     return {
         "medians": medians,
         "ratios_to_saq": ratios,
+        "ratios_to_saq_stock": stock,
         "targets": targets(medians),
+        "targets_stock": targets(medians, base="saq_stock"),
         "other_db_commits": sum(p.other_commits for p in phases),
         "repeats": args.repeats,
         "n": args.n,
@@ -385,11 +414,12 @@ def summarise(phases: list[Phase], kinds: tuple[str, ...], args: argparse.Namesp
     }
 
 
-def targets(medians: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
-    """Issue 17's four targets for `echo` against raw SAQ."""
-    if "saq" not in medians or "echo" not in medians:
+def targets(medians: dict[str, dict[str, float]], base: str = "saq"
+            ) -> dict[str, dict[str, Any]]:
+    """Issue 17's four targets for `echo` against `base` (the facade's SAQ, or SAQ's own)."""
+    if base not in medians or "echo" not in medians:
         return {}
-    saq, echo = medians["saq"], medians["echo"]
+    saq, echo = medians[base], medians["echo"]
     checks = {
         "txids_per_run <= saq + 3": (echo["txids"], saq["txids"] + 3, echo["txids"] <=
                                      saq["txids"] + 3),
@@ -409,15 +439,18 @@ def table(result: dict[str, Any], kinds: tuple[str, ...]) -> str:
     for kind in kinds:
         row = result["medians"][kind]
         lines.append(f"{kind:<13}" + "".join(f"{row[m]:>12g}" for m in METRICS))
-    for kind in kinds:
-        if kind == "saq" or kind not in result["ratios_to_saq"]:
-            continue
-        row = result["ratios_to_saq"][kind]
-        cells = "".join(f"{'-' if row[m] is None else f'{row[m]:g}x':>12}" for m in METRICS)
-        lines.append(f"{kind + ' / saq':<13}" + cells)
-    for name, check in result["targets"].items():
-        verdict = "met" if check["met"] else "MISSED"
-        lines.append(f"target {name}: {check['value']:g} vs {check['limit']:g} {verdict}")
+    for base in ("saq", "saq_stock"):
+        for kind in kinds:
+            if kind.startswith("saq") or kind not in result[f"ratios_to_{base}"]:
+                continue
+            row = result[f"ratios_to_{base}"][kind]
+            cells = "".join(f"{'-' if row[m] is None else f'{row[m]:g}x':>12}" for m in METRICS)
+            lines.append(f"{kind + ' / ' + base:<13}" + cells)
+    for key, base in (("targets", "saq"), ("targets_stock", "saq_stock")):
+        for name, check in result[key].items():
+            verdict = "met" if check["met"] else "MISSED"
+            lines.append(f"target ({base}) {name}: {check['value']:g} vs "
+                         f"{check['limit']:g} {verdict}")
     return "\n".join(lines)
 
 
