@@ -148,6 +148,7 @@ class HopChecks:
             self.checker.fail("hop_outcome_truthful", f"hop {call.key} of {call.boot_id} "
                               f"returned {value} after claim={claimed}, "
                               f"writes={call.wrote}")
+        self.checker.writer_checks.on_returned(call.boot_id, call.key, value == "fenced")
         if value == "parked":
             self._parked_evidence(call)
         if value == "settled":

@@ -591,7 +591,8 @@ RULES: tuple[Rule, ...] = (
     Rule("events.unfold_restores_steps", S000, "Events, settlement, and waits",
          "a settlement that carried the Steps a lingering writer held and did not apply "
          "gives them back: the writer appends exactly those Steps, kinds and metadata, in "
-         "publish order, before anything else (issue 17, M14)",
+         "publish order, before anything else, and all of them before the fenced hop "
+         "returns unless an append failed (issue 17, M14)",
          ("restored_steps_first",), ("step_burst",),
          (_b("restore_without_metadata", "step_burst", 1),)),
     Rule("events.settle_folds_steps", S000, "Events, settlement, and waits",

@@ -21,6 +21,7 @@ import trio
 
 from runtime.events.hop import HopEvents
 from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
+from runtime.keys import hop_key
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -54,7 +55,9 @@ INVARIANTS = (
      "waits' (Steps are written in publish order, one append in flight)"),
     ("restored_steps_first", "a hop whose settlement, carrying the Steps its lingering "
      "writer held, did not apply gives them back: the writer's next appends carry exactly "
-     "those Steps (same kinds, same metadata), in publish order, ahead of anything else",
+     "those Steps (same kinds, same metadata), in publish order, ahead of anything else, "
+     "and by the time the hop returns fenced all of them were appended unless an append "
+     "failed",
      "issue 17, M14 (a settlement that did not apply gives the lifecycle Steps back to "
      "the writer, which writes them as before); seed 000 'Events, settlement, and waits' "
      "(non-token events become Step rows in publish order)"),
@@ -105,6 +108,9 @@ class WriterChecks:
             weakref.WeakKeyDictionary())
         """Steps a settling hop took from its writer, in order: if the settlement does
         not apply they come back, and the writer's next appends carry them first."""
+        self.folding: dict[tuple[str, str], StepWriter] = {}
+        """The writer of each hop (boot id, hop key) that folded Steps into its
+        settlement, until the hop returns (`on_fenced` judges a fenced one)."""
         """Lingering writers that started an append because a barrier waited on them
         (not closing, no repair): before terminal truth only a settling hop's fold
         could be that waiter, for a parked hop's and a terminal path's flushes come
@@ -170,6 +176,24 @@ class WriterChecks:
                               run=str(writer.run_id))
             return
 
+    def on_returned(self, boot_id: str, key: str, fenced: bool) -> None:
+        """A hop handler returned (not raised: its writer left normally and wrote what
+        it held). Fenced after folding Steps into its settlement, its writer got them
+        back, so it appended them all unless an append failed (a fault, or the ledger
+        refusing Steps behind the Run's terminal one)."""
+        writer = self.folding.pop((boot_id, key), None)
+        if writer is None or not fenced:
+            return
+        expected = self.restored.get(writer)
+        gen = writer._gen
+        if not expected or gen.error is not None or gen.dropped:
+            return
+        kind, data = expected[0]
+        self.checker.fail("restored_steps_first", f"hop {key} of {boot_id} returned fenced "
+                          f"and its Step writer ended without the {len(expected)} Step(s) "
+                          f"it took for that settlement ({kind!r} {data!r} first): they "
+                          "never came back", run=str(writer.run_id))
+
     def _full_group(self, writer: StepWriter, taken: int, ended: float, now: float) -> None:
         """The append that carries the Step first in the queue when the previous append
         ended with a full group queued: with no await in time between (the writer only
@@ -214,6 +238,7 @@ class WriterChecks:
         self.judged.add(writer)
         if events.folded and events._taken:
             self.restored[writer] = deque(events._taken)
+            self.folding[(events.deps.boot_id, hop_key(writer.run_id, writer.seq))] = writer
         busy = self.busy.get(writer)
         channel = events.channel
         if (writer in self.flushed and channel is not None and not channel._closed
