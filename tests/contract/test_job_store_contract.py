@@ -498,3 +498,21 @@ async def test_run_once_over_the_store_fences_out_a_late_reply(store: JobStore) 
         ("completed", 2, None),
         ("completed", 1, Refusal.STALE_FENCE),
     ]
+
+
+async def test_reads_hand_back_fresh_ids(store: JobStore) -> None:
+    """Every read decodes its own copy, as a PostgreSQL row does: equal ids, never the
+    objects written, so an identity test (`is`) of a lease owner, job id or evidence id
+    fails on every store alike (issue M9; runtime/adapters/memory/fresh.py)."""
+    worker = "-".join(("worker", "w1"))  # built, not interned
+    await receive(store)
+    job = await claimed(store, worker)
+    assert job.lease_owner == worker  # a claim may hand back what it was given
+    for got in (await current(store, job.id), *await store.jobs(WS)):
+        assert got == job
+        assert got.lease_owner is not worker and got.lease_owner is not job.lease_owner
+        assert got.id is not job.id
+        assert got.evidence_id is not job.evidence_id
+    evidence = await store.evidence(job.evidence_id)
+    assert evidence is not None and evidence.id == job.evidence_id
+    assert evidence.id is not job.evidence_id

@@ -1,4 +1,4 @@
-"""Fresh identity values on every memory-ledger read (issue M9).
+"""Fresh identity values on every memory-ledger and job-store read (issue M9).
 
 The PostgreSQL ledger decodes a new object for every column of every row it
 reads, so two reads of one boot id, claim token, Run id or generation number
@@ -25,6 +25,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from runtime.jobs.models import AttemptEvent, EvidenceRecord, Interpretation, LeasedJob
 from runtime.models import (
     Admission,
     AgentJob,
@@ -44,6 +45,10 @@ ID_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     Consent: ("id", "run_id", "seq", "owner", "decided_by"),
     AgentJob: ("id", "run_id", "seq"),
     CheckpointRecord: ("run_id", "seq", "consent_id", "agent_job_id", "service_attempt_id"),
+    LeasedJob: ("id", "workspace", "evidence_id", "fence", "lease_owner", "settled_fence"),
+    EvidenceRecord: ("id", "workspace"),
+    Interpretation: ("job_id", "number", "fence"),
+    AttemptEvent: ("job_id", "index", "fence", "worker"),
 }
 """Per record type, the fields that name something (absent fields are skipped)."""
 

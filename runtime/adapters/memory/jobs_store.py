@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from runtime.adapters.attempt_endings import AttemptEndings
+from runtime.adapters.memory.fresh import hands_back_fresh
 from runtime.adapters.memory.gate import enter
 from runtime.jobs import rules
 from runtime.jobs.errors import UnknownJob
@@ -57,6 +58,7 @@ class MemoryJobStore(AttemptEndings):
     def _call_interpretation(self, job: LeasedJob, fence: int) -> int:
         return rules.interpretation_of(self.event_log.get(job.id, ()), fence, job.interpretation)
 
+    @hands_back_fresh
     async def receive(self, evidence: EvidenceRecord, job: LeasedJob) -> LeasedJob:
         await enter()
         new_evidence, new_job = rules.decide_receive(
@@ -68,19 +70,23 @@ class MemoryJobStore(AttemptEndings):
             self.job_table[job.id] = job
         return self.job_table[job.id]
 
+    @hands_back_fresh
     async def get(self, job_id: UUID) -> LeasedJob | None:
         await enter()
         return self.job_table.get(job_id)
 
+    @hands_back_fresh
     async def evidence(self, evidence_id: UUID) -> EvidenceRecord | None:
         await enter()
         return self.evidence_table.get(evidence_id)
 
+    @hands_back_fresh
     async def jobs(self, workspace: str) -> list[LeasedJob]:
         await enter()
         mine = [j for j in self.job_table.values() if j.workspace == workspace]
         return sorted(mine, key=lambda j: (j.created_at, j.id))
 
+    @hands_back_fresh
     async def claim_one(
         self, workspace: str, worker_id: str, now: datetime, lease_s: float
     ) -> LeasedJob | None:
@@ -96,12 +102,14 @@ class MemoryJobStore(AttemptEndings):
                 return claimed
         return None
 
+    @hands_back_fresh
     async def renew(self, job_id: UUID, fence: int, owner: str, now: datetime) -> LeasedJob:
         await enter()
         return self._apply(
             rules.decide_renew(self._job(job_id), fence, owner, now, self.renew_every_s)
         )
 
+    @hands_back_fresh
     async def reserve_model_call(
         self, job_id: UUID, fence: int, owner: str, now: datetime
     ) -> LeasedJob:
@@ -109,6 +117,7 @@ class MemoryJobStore(AttemptEndings):
         job = self._job(job_id)
         return self._apply(rules.decide_reserve(job, fence, owner, now, self._next_event(job_id)))
 
+    @hands_back_fresh
     async def stage(
         self,
         job_id: UUID,
@@ -144,20 +153,24 @@ class MemoryJobStore(AttemptEndings):
         return self._apply(decide(job, fence, owner, *args, self._next_event(job_id),
                                   self._call_interpretation(job, fence)))
 
+    @hands_back_fresh
     async def reprocess(self, job_id: UUID, now: datetime) -> LeasedJob:
         await enter()
         return self._apply(rules.decide_reprocess(self._job(job_id), now))
 
+    @hands_back_fresh
     async def withdraw(self, job_id: UUID, reason: str, now: datetime) -> LeasedJob:
         await enter()
         return self._apply(
             rules.decide_withdraw(self._job(job_id), reason, now, self._next_event(job_id))
         )
 
+    @hands_back_fresh
     async def interpretations(self, job_id: UUID) -> list[Interpretation]:
         await enter()
         return list(self.interpretation_table.get(job_id, ()))
 
+    @hands_back_fresh
     async def attempts(self, job_id: UUID) -> list[AttemptEvent]:
         await enter()
         return list(self.event_log.get(job_id, ()))
