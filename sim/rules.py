@@ -587,14 +587,14 @@ RULES: tuple[Rule, ...] = (
          "ends with a full group (64 Steps) or more queued behind it is followed at once "
          "by the next append, however the queue passed the group limit (issue 17, M14)",
          ("full_group_not_held",), ("step_burst",),
-         (_b("full_group_left_lingering", "step_burst", 1),)),
+         (_b("full_group_left_lingering", "step_burst", 2),)),
     Rule("events.unfold_restores_steps", S000, "Events, settlement, and waits",
          "a settlement that carried the Steps a lingering writer held and did not apply "
          "gives them back: the writer appends exactly those Steps, kinds and metadata, in "
          "publish order, before anything else, and all of them before the fenced hop "
          "returns unless an append failed (issue 17, M14)",
          ("restored_steps_first",), ("step_burst",),
-         (_b("restore_without_metadata", "step_burst", 1),)),
+         (_b("restore_without_metadata", "step_burst", 2),)),
     Rule("events.settle_folds_steps", S000, "Events, settlement, and waits",
          "a hop settles its terminal truth once its Step writer has no append in flight, so "
          "the settlement carries the queued Steps and the terminal Step lands behind every "
