@@ -12,6 +12,7 @@ violation. Never used outside tests.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
@@ -170,6 +171,15 @@ async def _leave_late_job(self: RunEngine, delivery: RunDelivery) -> LateJob:
     """A publisher that, its acknowledgement lost, never fences a job that landed
     behind the Run's cancellation: the late job is left to the broker."""
     return LateJob.NOT_LATE
+
+
+async def _unfenced_when_cancelled(self: RunEngine, delivery: RunDelivery) -> LateJob:
+    """A publisher cancelled between its job's landing and the acknowledgement (a
+    graceful shutdown) that goes without the fence: the job that landed behind its
+    Run's cancellation is left to the broker. Every other publisher path fences."""
+    if sys.exc_info()[0] is anyio.get_cancelled_exc_class():
+        return LateJob.NOT_LATE
+    return await BREAKS.unbroken(_unfenced_when_cancelled)(self, delivery)
 
 
 async def _evidence_teed_to_hop(self: Canceller, run: Run) -> None:
@@ -647,6 +657,7 @@ BREAKS = BreakTable({
     "cleanup_blocks_startup": (debts, "release_checkpoint", _fatal_release),
     "evidence_debt_forgotten": (MemoryLedger, "evidence_debts", _no_debts),
     "late_job_left_queued": (RunEngine, "_fence_late_job", _leave_late_job),
+    "cancelled_publisher_unfenced": (RunEngine, "_fence_late_job", _unfenced_when_cancelled),
     "duplicate_cancelled_step": (Canceller, "_evidence", _evidence_teed_to_hop),
     "reread_skips_evidence": (Canceller, "_reread", _reread_without_evidence),
     "prepark_any_run": (orphans, "binds_window", _window_of_any_run),

@@ -1104,12 +1104,31 @@ class Checker:
                 landed = self.late_jobs.get(rec["data"]["key"])
                 if landed is not None and index >= landed[1]:
                     aborted.add(rec["data"]["key"])
+        taken = self._taken_before_publisher_died()
         for key, (boot, _) in sorted(self.late_jobs.items()):
-            if key not in aborted:
+            if key not in aborted and key not in taken:
                 job = self.world.broker.jobs.get(key)
                 self.fail("late_job_fenced", f"hop job {key} landed behind its Run's "
                           "cancellation and was never aborted", key=key, boot=boot,
                           job=job.info.status.value if job else None)
+
+    def _taken_before_publisher_died(self) -> set[str]:
+        """Late jobs a worker of the landing boot took before that boot crashed: its
+        publisher died before it could fence, and the next startup's re-fence leaves a
+        started job to the claim CAS (which refuses it) and the sweep, by design
+        (runtime.publish_fence.refence_cancelled). A boot that stopped gracefully is
+        not excused: its publisher was alive to fence."""
+        taken: set[str] = set()
+        dequeued: set[str] = set()
+        for index, rec in self.world.trace.indexed("job.dequeued", "boot.crash"):
+            key = rec["data"].get("key")
+            landed = self.late_jobs.get(key) if key is not None else None
+            if rec["event"] == "job.dequeued" and landed is not None and index >= landed[1]:
+                dequeued.add(key)
+            elif rec["event"] == "boot.crash":
+                crashed = rec["data"]["boot"]
+                taken |= {k for k in dequeued if self.late_jobs[k][0] == crashed}
+        return taken
 
     def _check_no_live_job_after_terminal(self) -> None:
         live_boot = self.world.live_boot

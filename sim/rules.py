@@ -303,6 +303,12 @@ RULES: tuple[Rule, ...] = (
          "may have landed, so no live hop job outlives its Run's cancellation",
          ("late_job_fenced", "no_live_job_after_terminal"), ("cancel",),
          (_b("late_job_left_queued", "cancel", 15),)),
+    Rule("cancel.late_job_fenced_when_cancelled", S000, "Cancellation, mutation, and recovery",
+         "a publisher cancelled after its job landed and before the acknowledgement came back "
+         "(a graceful shutdown cancelling its request or relay) still fences that job, "
+         "shielded, before the cancellation propagates",
+         ("late_job_fenced",), ("shutdown_in_flight",),
+         (_b("cancelled_publisher_unfenced", "shutdown_in_flight", 5),)),
     Rule("cancel.reread_repairs_evidence", S000, "Cancellation, mutation, and recovery",
          "cancelling an already CANCELLED Run again repeats the sweep and leaves its terminal "
          "Step in place, writing it if it is missing",

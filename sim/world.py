@@ -113,6 +113,8 @@ class Boot(Incarnation):
         self.canceller = self.lifespan.canceller
         self.stopping = anyio.Event()
         self.stopped_cleanly = False
+        self.requests: list[tuple[anyio.CancelScope, anyio.Event]] = []
+        """In-flight requests (Boot.call): the scope that cancels each, and its end."""
         self.unrecorded_starts: set[str] = set()
         """Hop keys this boot's probes report active without a start (START_UNRECORDED)."""
         self.drifted: set[str] = set()
@@ -220,6 +222,8 @@ class Boot(Incarnation):
                 self.world.trace.emit("world", "boot.stopping", boot=self.number)
                 if self.world.live_boot is self:
                     self.world.live_boot = self.world.serving_peer(self)
+                if self.world.cancel_requests_at_stop:
+                    await self._cancel_requests()
         except (StartupRefused, ShutdownIncomplete) as exc:
             self.world.trace.emit("world", "boot.refused", reason=str(exc))
             refused = self.lifespan.status.report
@@ -274,18 +278,31 @@ class Boot(Incarnation):
             return
         raise BootFailed(f"{self.id} raised {rest!r}") from rest
 
+    async def _cancel_requests(self) -> None:
+        """World.cancel_requests_at_stop: cancel every in-flight request, then wait
+        until each has ended (its shielded cleanup included)."""
+        requests = list(self.requests)
+        for scope, _ in requests:
+            scope.cancel()
+        for _, ended in requests:
+            await ended.wait()
+
     async def call(self, fn: Callable[[Boot], Awaitable[T]]) -> T:
         """Run a request inside this process, as an HTTP handler would."""
         box = _Box()
         finished = anyio.Event()
+        request = (anyio.CancelScope(), finished)
 
         async def handler() -> None:
+            self.requests.append(request)
             try:
-                box.value = await fn(self)
-                box.done = True
+                with request[0]:
+                    box.value = await fn(self)
+                    box.done = True
             except Exception as exc:
                 box.error = exc
             finally:
+                self.requests.remove(request)
                 finished.set()
 
         if not self.alive or self.tg is None:
@@ -367,6 +384,12 @@ class World:
     `bounds[(n - 1) % len(bounds)]`."""
     group_commit: bool = False
     """Boots' ledgers offer `append_steps`, so Step writers group-commit (SimBatchLedger)."""
+    cancel_requests_at_stop: bool = False
+    """A graceful stop cancels the boot's in-flight requests and waits for them before
+    its lifespan shuts down, as a server's graceful-shutdown timeout does (uvicorn:
+    handlers first, then the lifespan): their shielded cleanup (a publisher's late-job
+    fence) then still reaches the broker. Off, handlers are cancelled only after the
+    lifespan ended and the boot counts as gone, so those scenarios keep their traces."""
     writer: Boot | None = None
     """The boot whose ledger write the checker is looking at (set by SimLedger)."""
     taken_by: dict[str, int] = field(default_factory=dict)

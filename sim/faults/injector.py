@@ -43,6 +43,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.CRASH: "crash_per_point_hit",
     FaultKind.PUBLISH_FAIL: "publish_fail_per_publish",
     FaultKind.ACK_LOST: "ack_lost_per_publish",
+    FaultKind.ACK_IN_FLIGHT: "ack_in_flight_per_publish",
     FaultKind.DUPLICATE_DELIVERY: "duplicate_per_delivery",
     FaultKind.DELAYED_DELIVERY: "delay_per_publish",
     FaultKind.LEDGER_TRANSIENT: "transient_per_transaction",
@@ -112,6 +113,8 @@ class Injector:
             return round(self.rng.uniform(0.0, self.options.max_latency_s), 3)
         if kind is FaultKind.ACK_LOST and self.options.publish_in_flight_s > 0:
             return round(self.rng.uniform(0.0, self.options.publish_in_flight_s), 3)
+        if kind is FaultKind.ACK_IN_FLIGHT:
+            return round(self.rng.uniform(0.0, self.options.ack_in_flight_s), 3)
         if kind is FaultKind.DELAYED_DELIVERY:
             return round(self.rng.uniform(0.0, self.options.max_delivery_delay_s), 3)
         if kind is FaultKind.LEDGER_OUTAGE:

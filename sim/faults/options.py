@@ -37,6 +37,14 @@ class FaultOptions(BaseModel):
         description="with ack_lost: a publish stays in flight up to this long before it lands "
         "(and its acknowledgement is lost), so a cancellation can commit meanwhile",
     )
+    ack_in_flight_per_publish: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a publish lands its job, then its acknowledgement stays in flight up to "
+        "ack_in_flight_s, so the publishing task can be cancelled in between",
+    )
+    ack_in_flight_s: float = Field(
+        default=30.0, ge=0, description="longest wait of an acknowledgement in flight",
+    )
     duplicate_per_delivery: float = Field(
         default=0.0, ge=0, le=1, description="chance a dequeued hop is delivered twice"
     )
@@ -202,6 +210,7 @@ class FaultOptions(BaseModel):
             (FaultKind.CRASH, self.crash_per_point_hit + self.crash_per_boot),
             (FaultKind.PUBLISH_FAIL, self.publish_fail_per_publish),
             (FaultKind.ACK_LOST, self.ack_lost_per_publish),
+            (FaultKind.ACK_IN_FLIGHT, self.ack_in_flight_per_publish),
             (FaultKind.DUPLICATE_DELIVERY, self.duplicate_per_delivery),
             (FaultKind.DELAYED_DELIVERY, self.delay_per_publish),
             (FaultKind.LEDGER_TRANSIENT, self.transient_per_transaction),

@@ -21,6 +21,10 @@ class FaultKind(enum.StrEnum):
     CRASH = "crash"
     PUBLISH_FAIL = "publish_fail"
     ACK_LOST = "ack_lost"
+    ACK_IN_FLIGHT = "ack_in_flight"
+    """A publish landed its job, and its acknowledgement (or the error of a lost one) takes
+    `amount` seconds to come back: a cancellation of the publishing task (a graceful
+    shutdown) can arrive in between (seed 000, "Cancellation, mutation, and recovery")."""
     DUPLICATE_DELIVERY = "duplicate_delivery"
     DELAYED_DELIVERY = "delayed_delivery"
     LEDGER_TRANSIENT = "ledger_transient"

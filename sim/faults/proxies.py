@@ -499,9 +499,24 @@ class SimBroker(_Guarded):
                               key=key, priority=priority)
         if created:
             self.world.checker.on_job_landed(key, run_id, seq, self.boot.number)
+        await self._ack_in_flight()
         if fault is FaultKind.ACK_LOST:
             raise BrokerUnavailable(f"injected lost acknowledgement for {key}")
         return created
+
+    async def _ack_in_flight(self) -> None:
+        """FaultKind.ACK_IN_FLIGHT: the job has landed; its acknowledgement (or the error
+        of a lost one) comes back only after `amount` virtual seconds, so a cancellation
+        of the publisher (a graceful shutdown) can arrive in between and must still fence
+        a job that landed behind its Run's cancellation (seed 000, "Cancellation,
+        mutation, and recovery"). Not drawn at all when the kind is off, so a world
+        without it runs exactly as before it existed."""
+        injector = self.world.injector
+        if injector.plan is None and injector.options.ack_in_flight_per_publish <= 0:
+            return
+        fault, amount = self._fire("broker.publish.ack", (FaultKind.ACK_IN_FLIGHT,))
+        if fault is FaultKind.ACK_IN_FLIGHT and amount:
+            await anyio.sleep(amount)
 
     def _superseded_while_unreachable(self, run_id: UUID) -> bool:
         """The Run's current generation was made while this boot was stalled or cut off:

@@ -6,6 +6,12 @@
 - `restart_storm`: an operator restarts the Vessel gracefully every few
   seconds while Runs of every pattern are in flight, some shutdowns crashing
   half way;
+- `shutdown_in_flight`: every pattern while an operator cancels Runs and
+  restarts the Vessel gracefully every few seconds; a publish often stays in
+  flight before its job lands (after the canceller's probe) and its
+  acknowledgement stays in flight after, so a shutdown cancels publishers
+  (relays, request handlers) between a late job's landing and its
+  acknowledgement: each must still fence that job itself;
 - `misfiled_stasis`: consent and delegate Runs under frequent crashes while a
   faulty storage layer misdirects some checkpoint writes: the first pending
   snapshot names another Run (the owner binding untouched). Startup must not
@@ -36,7 +42,7 @@ from uuid import uuid5
 
 import anyio
 
-from runtime.models import CheckpointRecord, Intent
+from runtime.models import CheckpointRecord, Intent, RunStatus
 from runtime.mutation import DrainTimeout, pause_queues
 from runtime.recovery.pages import PAGE_SIZE
 from runtime.seams import JobInfo
@@ -113,6 +119,45 @@ async def _restarter(world: World, until: float) -> None:
         if boot is not None:
             world.trace.emit("operator", "restart", boot=boot.number)
             boot.stop()
+
+
+def _acks_in_flight(options: FaultOptions) -> FaultOptions:
+    """Publishes in flight on both sides of their landing: before it (a lost
+    acknowledgement's publish lands up to 30 s later, after a cancellation may have
+    committed) and after it (the acknowledgement, or its loss, comes back up to 30 s
+    later), so a graceful shutdown can cancel the publisher between the two (seed 000,
+    "Cancellation, mutation, and recovery": the late job's publisher fences it)."""
+    return _stormy(options).model_copy(update={
+        "ack_lost_per_publish": max(options.ack_lost_per_publish, 0.3),
+        "publish_in_flight_s": 30.0,
+        "ack_in_flight_per_publish": max(options.ack_in_flight_per_publish, 0.5),
+        "ack_in_flight_s": 30.0,
+    })
+
+
+async def _shutdown_in_flight(world: World) -> None:
+    approver = Approver(world)
+    world.actors["approver"] = approver
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(approver.run)
+        operator = Operator(world, share=0.3).register()
+        tg.start_soon(operator.run, anyio.current_time() + 300.0)
+        tg.start_soon(_queued_canceller, world, operator, anyio.current_time() + 300.0)
+        tg.start_soon(_restarter, world, anyio.current_time() + 300.0)
+        await submit_stream(world, ALL_PATTERNS, content, count=(15, 35))
+        tg.cancel_scope.cancel()
+
+
+async def _queued_canceller(world: World, operator: Operator, until: float) -> None:
+    """Every few seconds cancel a QUEUED Run: the Runs whose hop publish may still be in
+    flight, so its job lands after the canceller's probe (a late job)."""
+    rng = world.streams.actors
+    while anyio.current_time() < until:
+        await anyio.sleep(round(rng.uniform(1.0, 6.0), 3))
+        runs = sorted(world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id))
+        queued = [r.id for r in runs if r.status is RunStatus.QUEUED]
+        if queued:
+            await operator.cancel(rng.choice(queued))
 
 
 async def _crashloop(world: World) -> None:
@@ -248,6 +293,14 @@ CRASHLOOP = register(Scenario("crashloop", _describe("crashloop"), _crashloop, h
 RESTART_STORM = register(
     Scenario("restart_storm", _describe("restart_storm"), _storm, heal, _stormy)
 )
+def _requests_cancelled_at_stop(world: World) -> None:
+    world.cancel_requests_at_stop = True  # handlers end (fences run) before the lifespan
+
+
+SHUTDOWN_IN_FLIGHT = register(Scenario(
+    "shutdown_in_flight", _describe("shutdown_in_flight"), _shutdown_in_flight, heal,
+    _acks_in_flight, setup=_requests_cancelled_at_stop,
+))
 DEGRADED_STARTUP = register(
     Scenario("degraded_startup", _describe("degraded_startup"), _degraded, heal, _doubtful)
 )

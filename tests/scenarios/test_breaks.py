@@ -68,6 +68,33 @@ def test_a_late_job_left_queued_behind_a_cancellation_is_caught() -> None:
     assert fixed.world is not None and fixed.world.checker.late_jobs  # the window was reached
 
 
+def test_a_cancelled_publisher_that_skips_the_fence_is_caught() -> None:
+    """Seed 000, the publisher that loses its acknowledgement after cancellation, in
+    the window ACK_IN_FLIGHT opens: `shutdown_in_flight` stops the Vessel while a late
+    job's acknowledgement is still in flight, and a publisher that does not fence when
+    its own cancellation arrives there leaves the job to the broker."""
+    seed, invariant, message = _first_violation(
+        "shutdown_in_flight", "cancelled_publisher_unfenced", range(1, 31), "late_job_fenced")
+    assert "landed behind its Run's cancellation and was never aborted" in message
+    broken = run_simulation(seed, "shutdown_in_flight", "swarm",
+                            break_name="cancelled_publisher_unfenced")
+    assert broken.invariant == invariant  # the replay reproduces it
+    lines = [json.loads(line) for line in broken.trace_lines]
+    assert any(r["event"] == "fault.fired" and r["data"]["fault"] == "ack_in_flight"
+               for r in lines)
+    fixed = run_simulation(seed, "shutdown_in_flight", "swarm")
+    assert fixed.ok, fixed.violation
+    assert fixed.world is not None and fixed.world.checker.late_jobs  # the window was reached
+
+
+def test_acks_in_flight_off_leave_a_publish_as_it_was() -> None:
+    """ACK_IN_FLIGHT draws nothing while its probability is zero: `cancel` (which never
+    turns it on) fires no broker.publish.ack fault and counts no hit of that point."""
+    result = run_simulation(3, "cancel", "swarm")
+    assert result.world is not None
+    assert "broker.publish.ack" not in result.world.injector.coverage.hits
+
+
 # -- seed 000 conformance (issue M12) --------------------------------------------------
 
 
