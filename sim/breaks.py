@@ -37,10 +37,12 @@ from runtime.events.errors import EventError
 from runtime.events.hop import HopEvents
 from runtime.events.model import EventKind
 from runtime.events.repair import write_or_owe
+from runtime.graph.runner import STASIS_LOST, GraphRunner
 from runtime.graph.transitions import End, Goto
 from runtime.hop import HopContext
 from runtime.jobs import rules as job_rules
-from runtime.jobs.models import LeasedJob, StagedResult
+from runtime.jobs import worker as jobs_worker
+from runtime.jobs.models import JobState, LeasedJob, StagedResult
 from runtime.keys import hop_key
 from runtime.models import (
     Admission,
@@ -50,6 +52,7 @@ from runtime.models import (
     Run,
     RunDelivery,
     RunStatus,
+    Settlement,
     Step,
 )
 from runtime.publish_fence import LateJob
@@ -338,6 +341,24 @@ async def _token_dropped(self: HopContext, text: str) -> None:
     """A hop that never streams its token deltas, though its node still reports them
     spoken (the graph-group mutant of `patterns/basic.py` skipping its token loop):
     caught by chatty_tokens_spell_result in runtime_mutation."""
+
+
+async def _resume_refuses_own(self: GraphRunner) -> Any:
+    """A resume that refuses the snapshot of its own Run (as `snap.run_id <= run.id`
+    would: the graph-group mutant of runner.py's Run id test): every parked Run fails as
+    stasis lost once its wait ends (caught by stasis_kept in consent)."""
+    loaded = await BREAKS.unbroken(_resume_refuses_own)(self)
+    if isinstance(loaded, tuple):
+        return Settlement(status=RunStatus.FAILED, error=STASIS_LOST)
+    return loaded
+
+
+def _needs_ignored(output: Any) -> tuple[JobState, dict[str, Any]]:
+    """A worker that reads every model output as needing nothing: a reply naming a
+    dependency is staged published (the jobs-group mutants of read_bundle's checks
+    stage what the model did not say): caught by interpretation_is_reply in leased_jobs."""
+    _, bundle = BREAKS.unbroken(_needs_ignored)(output)
+    return JobState.PUBLISHED, {**bundle, "needs": None}
 
 
 def _never_holds_checkpoint(delivery: RunDelivery | None, stasis: Any) -> bool:
@@ -672,6 +693,8 @@ BREAKS = BreakTable({
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
     "errands_past_rounds": (Pattern, "node", _errands_past_rounds),
+    "resume_refuses_own_snapshot": (GraphRunner, "_resume_point", _resume_refuses_own),
+    "needs_ignored": (jobs_worker, "read_bundle", _needs_ignored),
     "settle_keeps_checkpoint": (worker_module, "_may_hold_checkpoint", _never_holds_checkpoint),
     "token_deltas_dropped": (HopContext, "token", _token_dropped),
     "replay_republishes_claimed": (RunEngine, "_replay", _replay_republishes),

@@ -234,6 +234,18 @@ RULES: tuple[Rule, ...] = (
          "effect in exactly the rounds whose verdict is APPROVED",
          ("gate_effects_follow_verdicts",), ("consent",),
          (_b("gate_effect_skipped", "consent", 1),)),
+    Rule("jobs.staged_output_is_reply", S004, "Durable states",
+         "a worker stages the model's validated output as it is: published, or waiting on the "
+         "dependency the output names, and accepted exactly when published; a well-formed "
+         "output never fails its job as invalid",
+         ("interpretation_is_reply",), ("leased_jobs", "lapsed_lease"),
+         (_b("needs_ignored", "leased_jobs", 1),)),
+    Rule("waits.resume_keeps_stasis", S003, "Return makes a new claim",
+         "a resumed hop continues from the checkpoint its own Run saved: a Run fails as stasis "
+         "lost or with an invalid checkpoint only when that checkpoint is missing or foreign "
+         "(a storage layer that misfiled it)",
+         ("stasis_kept",), ("consent", "misfiled_stasis"),
+         (_b("resume_refuses_own_snapshot", "consent", 1),)),
     Rule("waits.errands_bounded", S003, "Return makes a new claim",
          "a Run that chains delegated jobs and service calls stops after the rounds it asked "
          "for: it owns no more children than its rounds",

@@ -27,6 +27,12 @@ it, so it says whether the wait was honest:
   its own owner's successful result, or FAILED naming its own owner's
   unsuccessful end; no Run fails because its resume was refused (the owner
   CAS admitted it on that very decided or terminal owner).
+- `stasis_kept`: a Run never fails as "stasis lost" or with an invalid
+  checkpoint unless the storage layer misfiled its checkpoint (the
+  `misfiled_stasis` scenario traces each such write): every checkpoint a
+  resumed hop reads was saved by a hop of that very Run and is deleted only
+  after its terminal truth, so a resume that refuses its own snapshot (a Run
+  id test read backwards, M9) fails every parked Run of the world.
 - `verdict_honoured`: a consent is decided only by its owner; another
   principal's verdict is refused; the owner's verdict is recorded as given
   (or refused only when the consent is cancelled or decided otherwise: a late
@@ -74,6 +80,10 @@ INVARIANTS = (
      "never refused its owner (the owner CAS admitted it on that decided or terminal owner)",
      "seed 003 'Return makes a new claim'; seed 000 'Delegated AgentJob labor', 'Service job "
      "attempts'"),
+    ("stasis_kept", "a Run fails as stasis lost or with an invalid checkpoint only when the "
+     "storage layer misfiled its checkpoint: a resumed hop reads the snapshot its own Run "
+     "saved", "seed 003 'Return makes a new claim' (a resumed hop continues from the "
+     "checkpoint; only a missing or foreign one fails it as stasis lost)"),
     ("verdict_honoured", "a consent is decided only by its owner, as the owner decided; another "
      "principal's verdict is refused, and so is a late verdict contradicting the first (which "
      "stands); the owner's verdict on a parked Run re-admits it before the call answers, "
@@ -88,6 +98,13 @@ MAX_TOTAL, MAX_CONSECUTIVE = 8, 3
 
 SEVERAL_APPROVALS = "bottleneck: several approvals requested in one round; none was asked"
 CHAIN_LIMIT = f"bottleneck: approval chain limit of {MAX_CONSENT_ROUNDS} rounds reached"
+
+LOST_STASIS_ERRORS = ("stasis lost", "invalid checkpoint:")
+"""Failures of a resume that found no valid checkpoint of its own Run
+(runtime/graph/runner.py, runtime/stasis/waits.py). "invalid checkpoint state" is not
+one: the document was the Run's own, its Pattern refused the state in it."""
+MISFILED = '"stasis.misfiled"'
+"""The trace event of a checkpoint write the faulty storage layer misdirected."""
 
 IMPOSSIBLE_HARDWARE_ERRORS = ("stasis lost", "invalid checkpoint",
                               "this state cannot request hardware",
@@ -139,12 +156,24 @@ class StasisChecks:
         if error.startswith("ResumeRefused"):
             self.checker.fail("wait_result_is_owner", f"Run {run.id} failed as its resume was "
                               f"refused: {error[:160]}", run=str(run.id))
+        if error.startswith(LOST_STASIS_ERRORS):
+            self._stasis_kept(run, error)
         if run.pattern == "hardware":
             self._hardware_failed(run, error)
         elif run.pattern == "delegate" and error.startswith("RuntimeError: delegated job "):
             self._delegate_failed(run, error)
         elif run.pattern == "service_call" and error.startswith("RuntimeError: service attempt "):
             self._service_failed(run, error)
+
+    def _stasis_kept(self, run: Run, error: str) -> None:
+        """stasis_kept: a lost or invalid checkpoint is excused only by a misfiled write
+        of this Run's checkpoint (traced by the faulty storage layer)."""
+        marker = str(run.id)
+        if not any(MISFILED in line and marker in line
+                   for line in self.checker.world.trace.lines):
+            self.checker.fail("stasis_kept", f"{run.pattern} Run {run.id} failed as "
+                              f"{error[:160]!r} though no write misfiled its checkpoint",
+                              run=str(run.id))
 
     def _gate_done(self, run: Run) -> None:
         content = run.intent.content

@@ -76,6 +76,30 @@ REPROCESSABLE = (JobState.PUBLISHED, JobState.WAITING_ONTOLOGY, JobState.WAITING
                  JobState.WAITING_REVIEW, JobState.FAILED, JobState.EXHAUSTED)
 FENCED = ("renew", "reserve_model_call", "stage", "schedule_retry", "fail", "exhaust")
 TOO_LARGE = "preserved payload exceeds the model context"
+INVALID_OUTPUT = "invalid model output"
+WAITS_ON = {"ontology": JobState.WAITING_ONTOLOGY, "identity": JobState.WAITING_IDENTITY,
+            "review": JobState.WAITING_REVIEW}
+"""The checker's copy of the bundle's `needs` markers and the waiting state each stages."""
+
+
+def reading_of(payload: str) -> tuple[JobState, dict[str, Any]]:
+    """The staged state and bundle the simulated model's reply gives `payload`: one
+    assertion per `subject: value` line, a `needs:` line naming the waiting state (the
+    reference model's contract, runtime/adapters/reference_model.py, read afresh here)."""
+    assertions: list[dict[str, Any]] = []
+    needs: str | None = None
+    for line in payload.splitlines():
+        subject, sep, value = line.partition(":")
+        subject, value = subject.strip(), value.strip()
+        if not subject:
+            continue
+        if subject == "needs" and value in WAITS_ON:
+            needs = value
+            continue
+        assertions.append({"subject": subject, "value": value if sep else None})
+    state = WAITS_ON[needs] if needs else JobState.PUBLISHED
+    return state, {"assertions": assertions, "needs": needs}
+
 
 INVARIANTS = (
     ("lease_honoured", "a fenced job transaction (renew, reserve, stage, retry, fail, exhaust) "
@@ -152,6 +176,12 @@ INVARIANTS = (
      "a fence the job has reached (0 to its current fence)",
      "seed 004 'Alpha.2 accounting' (jobs.attempts lists the started, completed, failed and "
      "expired-lease events of a job)"),
+    ("interpretation_is_reply", "every staged interpretation holds the model's reply as "
+     "its bundle, in the state that reply names (published, or waiting on its `needs`), "
+     "and is accepted exactly when published; a well-formed reply (the simulated model "
+     "sends no other) never fails its job as invalid model output",
+     "seed 004 'Durable states' (a model output is validated and staged as published or "
+     "waiting on a named dependency)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -278,6 +308,7 @@ class JobChecks:
                           f"(fence {new.fence}) overwrote an earlier staging", job=_job(job))
             numbers.append(new.number)
             last_fence = new.fence
+            self._check_reading(job, new)
         if prev is not None and job.bundle != prev.bundle and job.bundle is not None \
                 and len(now) == len(before):
             self.fail("fence_never_overwritten", f"job {job.id}: bundle changed without a new "
@@ -286,6 +317,19 @@ class JobChecks:
             self.fail("fence_never_overwritten", f"job {job.id} is {job.state.value} with a "
                       "bundle that is not its latest interpretation", job=_job(job))
         self.interpretations[job.id] = now
+
+    def _check_reading(self, job: LeasedJob, new: Interpretation) -> None:
+        """interpretation_is_reply: a staging holds what the model answered its evidence."""
+        evidence = self.world.jobs.evidence_table.get(job.evidence_id)
+        if evidence is None:
+            return  # evidence_kept judges the job
+        state, bundle = reading_of(evidence.payload)
+        if (new.state, new.bundle, new.accepted) != (state, bundle,
+                                                     state is JobState.PUBLISHED):
+            self.fail("interpretation_is_reply", f"job {job.id}: interpretation {new.number} "
+                      f"is {new.state.value} (accepted {new.accepted}) with "
+                      f"{str(new.bundle)[:160]}; the model's reply gives {state.value} with "
+                      f"{str(bundle)[:160]}", job=_job(job))
 
     def _oversized(self, job: LeasedJob) -> bool | None:
         """Whether the job's preserved payload exceeds the model's context (None: no
@@ -303,6 +347,9 @@ class JobChecks:
             self.fail("payload_fits_context", f"job {job.id} staged a payload beyond the "
                       f"model's context of {self.world.model.context_limit}", job=_job(job))
         entered = prev is None or prev.state is not job.state or prev.error != job.error
+        if entered and (job.error or "").startswith(INVALID_OUTPUT):
+            self.fail("interpretation_is_reply", f"job {job.id} failed a well-formed model "
+                      f"reply as {(job.error or '')[:160]!r}", job=_job(job))
         if entered and job.state is JobState.FAILED and not oversized \
                 and (job.error or "").startswith(TOO_LARGE):
             self.fail("payload_fits_context", f"job {job.id} failed as too large, but its "

@@ -428,6 +428,26 @@ def test_an_errands_run_that_goes_round_again_is_caught() -> None:
     assert run_simulation(seed, "cancel_children", "swarm").ok
 
 
+def test_a_resume_that_refuses_its_own_snapshot_is_caught() -> None:
+    """A resumed hop reads the checkpoint its own Run saved (sim.stasis_checks,
+    stasis_kept): the break fails every resumed graph Run as stasis lost, which no
+    misfiled write excuses in consent; the same seed holds unbroken."""
+    seed, _, message = _first_violation("consent", "resume_refuses_own_snapshot",
+                                        range(1, 4), "stasis_kept")
+    assert "failed as 'stasis lost'" in message
+    assert run_simulation(seed, "consent", "swarm").ok
+
+
+def test_a_worker_that_stages_what_the_model_did_not_say_is_caught() -> None:
+    """A staged interpretation is the model's reply (sim.work_checks,
+    interpretation_is_reply): the break drops every reply's `needs`, so a job the
+    model said waits on a dependency is staged published; the same seed holds unbroken."""
+    seed, _, message = _first_violation("leased_jobs", "needs_ignored", range(1, 4),
+                                        "interpretation_is_reply")
+    assert "is published" in message and "the model's reply gives waiting_" in message
+    assert run_simulation(seed, "leased_jobs", "swarm").ok
+
+
 def test_a_gate_whose_approved_effect_never_lands_is_caught() -> None:
     """A consent gate must act on the durable verdict: a DONE gate whose APPROVED
     round applied nothing (as when its verdict test is read backwards) is caught,
