@@ -25,3 +25,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if not _impossible(item)]
+
+
+@pytest.fixture(autouse=True)
+def _logging_enabled() -> None:
+    """Each test starts with logging enabled. The CLI, the campaign runner and the
+    rules sweep silence logging process-wide (`logging.disable`) when they run
+    in-process, so a test after them that asserts on a log record (caplog) would
+    otherwise depend on the order tests run in."""
+    import logging
+
+    logging.disable(logging.NOTSET)
