@@ -85,6 +85,21 @@ def test_a_cancelled_publisher_that_skips_the_fence_is_caught() -> None:
     fixed = run_simulation(seed, "shutdown_in_flight", "swarm")
     assert fixed.ok, fixed.violation
     assert fixed.world is not None and fixed.world.checker.late_jobs  # the window was reached
+    assert _aborted_while_stopping(fixed.trace_lines) & set(fixed.world.checker.late_jobs)
+
+
+def _aborted_while_stopping(trace_lines: list[str]) -> set[str]:
+    """Hop keys sent an abort between a boot's boot.stopping and its boot.stopped:
+    the shutdown's cancelled publishers fencing their late jobs themselves."""
+    keys: set[str] = set()
+    stopping = False
+    for line in trace_lines:
+        record = json.loads(line)
+        if record["event"] in ("boot.stopping", "boot.stopped"):
+            stopping = record["event"] == "boot.stopping"
+        elif record["event"] == "job.abort" and stopping:
+            keys.add(record["data"]["key"])
+    return keys
 
 
 def test_acks_in_flight_off_leave_a_publish_as_it_was() -> None:
