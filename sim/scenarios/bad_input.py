@@ -6,7 +6,8 @@ each value just past the bound the record or the store admits: an evidence
 delivery with an empty workspace (decoded from its JSON form), an
 interpretation record numbered 0 or under fence -1 (from a JSON export), stage and
 close calls under fence -1 (the client's "no fence") carrying usage, an
-attempt record with its binding or request missing, and an attempt event that
+attempt record with its binding or request missing, a tool or capability
+binding with one of its names empty, and an attempt event that
 names interpretation 0 (interpretations count from 1), and a cancel-settle of an
 attempt it has just prepared (so likely never sent) on a lookup. A lookup proves
 no cancellation in any state, so that settle must be refused whether or not the
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 import anyio
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from runtime.errors import LedgerUnavailable
 from runtime.jobs import EvidenceRecord
@@ -48,7 +49,7 @@ from runtime.service import (
     new_attempt,
     prepare,
 )
-from runtime.service.models import Evidence, EvidenceKind, ServiceOutcome
+from runtime.service.models import Evidence, EvidenceKind, ExecutionBinding, ServiceOutcome
 from sim.leased import MODEL_VERSION
 from sim.processes import Process, supervise
 from sim.scenarios import Scenario, leased_jobs, register, service
@@ -61,6 +62,7 @@ CLIENT = "client"
 NO_FENCE = -1
 """What the client sends as the fence of an attempt it never claimed."""
 HOSTILE_OWNER = "client-1"
+BINDING_RECORD: TypeAdapter[ExecutionBinding] = TypeAdapter(ExecutionBinding)
 MISSING = ("binding", "request")
 """Fields an attempt record arrives without (the digest filler needs both)."""
 
@@ -147,6 +149,26 @@ def bad_attempt_record(world: World, n: int) -> None:
     except Exception as exc:
         error = exc
     emit(world, "attempt.decode", "invalid", error, (field,))
+
+
+TOOL_BINDING = {"kind": "tool", "spell": "render", "resolution_lock": "lock-1",
+                "tool_profile": "tools-1", "executor_profile": "tomb-1"}
+"""A direct-tool binding as the requester's outbox holds it (every name non-empty)."""
+BINDINGS = (TOOL_BINDING, {"kind": "capability", **BINDING.model_dump(exclude={"kind"})})
+
+
+def bad_bindings(world: World, n: int) -> None:
+    """Binding records from the requester's outbox, each with one name emptied: a tool
+    binding in odd rounds, a capability binding in even ones, every name of it in turn
+    (no draw). An empty name binds no implementation, so each must fail validation."""
+    raw = BINDINGS[(n + 1) % 2]
+    for field in (k for k in raw if k != "kind"):
+        error: BaseException | None = None
+        try:
+            BINDING_RECORD.validate_json(json.dumps({**raw, field: ""}))
+        except Exception as exc:
+            error = exc
+        emit(world, f"binding.decode.{raw['kind']}", "invalid", error, (field,))
 
 
 def bad_attempt_event(world: World, n: int) -> None:
@@ -242,6 +264,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_interpretation(world, state.rounds)
             bad_attempt_record(world, state.rounds)
             bad_attempt_event(world, state.rounds)
+            bad_bindings(world, state.rounds)
             await bad_jobs_call(world)
             await bad_cancel(world, proc, state.rounds)
             await bad_success(world, proc, state.rounds)
