@@ -10,14 +10,20 @@ NOTIFY was sent under must be the `xmin` of the row version it announces.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
+from uuid import UUID
 
+import anyio
 import psycopg
 import pytest
 from saq.queue.postgres import DEQUEUE, ENQUEUE
 
 from runtime.adapters.saq import SaqBroker, VesselQueue
+from runtime.seams import JobStatus
+from tests.bounds import HANG_S
 from tests.contract.test_saq_adapter import STOPS, _broker, publish
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -84,3 +90,42 @@ async def test_a_dequeue_its_job_update_and_notification_are_one_transaction(
     # the job's final row version (status and job blob) was written by the
     # dequeue's own transaction, not a savepoint of it, and the notification too
     assert sent == [(DEQUEUE, await xmin_of(dsn, key))]
+
+
+async def test_a_worker_starting_a_job_it_just_dequeued_does_not_rewrite_it(
+    saq: tuple[SaqBroker, str],
+) -> None:
+    """SAQ's worker rewrites each job it starts; the dequeue already wrote it ACTIVE,
+    so while the hop runs the row is still the version the dequeue wrote."""
+    broker, dsn = saq
+    sent: list[tuple[str, int | None]] = []
+    record_notifies(broker.queue("runs"), sent)
+    running, release = anyio.Event(), anyio.Event()
+
+    async def hop(run_id: UUID, seq: int) -> None:
+        running.set()
+        await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(broker.serve, "runs", hop, 1, boot_id="boot-b"))
+        key = await publish(broker)
+        with anyio.fail_after(HANG_S):
+            await running.wait()
+        dequeued = [xid for name, xid in sent if name == DEQUEUE]
+        assert dequeued == [await xmin_of(dsn, key)]
+        info = await broker.probe(key)
+        assert info is not None and info.status is JobStatus.ACTIVE
+        assert info.boot_id == "boot-b" and info.started_at is not None
+        release.set()
+        with anyio.fail_after(HANG_S):
+            while (done := await broker.probe(key)) is None or done.status is not \
+                    JobStatus.COMPLETE:
+                await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    # the job's finish wrote the worker's fields it had kept in memory
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT job FROM saq_jobs WHERE key = %s", (key,))
+        row = await cur.fetchone()
+    assert row is not None
+    blob = json.loads(row[0])
+    assert blob["attempts"] == 1 and blob["worker_id"]

@@ -421,6 +421,7 @@ class SaqBroker:
             q.dequeuing_boot = serving
         if job is None:
             return None
+        q._unstarted.discard(job.key)  # no worker will start it
         return await self.probe(job.key)
 
     async def abort_and_observe(

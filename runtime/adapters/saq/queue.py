@@ -22,7 +22,13 @@ required by seed 000_81a5c720b14d934a.txt:
   commit, when the announced row is visible (as before), in one transaction
   id instead of two. The dequeue also writes each dequeued job in its own
   transaction, not in a savepoint of it as SAQ does (a savepoint that
-  writes takes a subtransaction id per job).
+  writes takes a subtransaction id per job). And the worker's own write
+  of a job it starts (SAQ's `process` sets `attempts`, `worker_id` and a
+  fresh `started`/`touched`, status ACTIVE) is skipped for a job this
+  queue's dequeue has just written ACTIVE: the row already says ACTIVE with
+  its start, heartbeat base and boot, which is all a probe, the sweep and
+  recovery read; the worker's in-memory fields reach the row with the job's
+  next write (its finish, an abort, a heartbeat refresh reads the row).
 
 - Several Vessels on one database (issue 15, M11): a queue served by a boot
   stamps each job it makes active with that boot's id (`job.meta["boot"]`),
@@ -36,6 +42,7 @@ on SAQ's own tables. This module is asyncio-only, like SAQ and psycopg.
 from __future__ import annotations
 
 import logging
+from functools import cached_property
 from textwrap import dedent
 from typing import Any
 
@@ -104,6 +111,23 @@ class VesselQueue(PostgresQueue):
 
     dequeuing_boot: str | None = None
     """The boot whose worker dequeues from this queue (set by `SaqBroker.serve`)."""
+
+    @cached_property
+    def _unstarted(self) -> set[str]:
+        """Keys this queue's dequeue wrote ACTIVE whose worker has not started them yet."""
+        return set()
+
+    async def update(self, job: Job, **kwargs: Any) -> None:
+        """SAQ's update, except a worker's start of a job just dequeued here (SAQ's
+        `process` calls exactly `update(job, status=ACTIVE)`), whose row the dequeue
+        already wrote ACTIVE: that start changes the job in memory only."""
+        unstarted = job.key in self._unstarted
+        self._unstarted.discard(job.key)
+        if unstarted and kwargs == {"status": Status.ACTIVE}:
+            job.touched = now()
+            job.status = Status.ACTIVE
+            return
+        await super().update(job, **kwargs)
 
     async def _update(self, job: Job, status: Status | None = None, **kwargs: Any) -> None:
         """SAQ's update; a job written ACTIVE by this queue's boot carries its stamp.
@@ -177,6 +201,7 @@ class VesselQueue(PostgresQueue):
         if self.dequeuing_boot is not None:
             job.meta.setdefault(BOOT_META, self.dequeuing_boot)
         job.status = Status.ACTIVE
+        self._unstarted.add(job.key)
         await cursor.execute(
             SQL(_MARK_ACTIVE).format(jobs_table=self.jobs_table),
             {"job": self.serialize(job), "status": job.status, "key": job.key,
