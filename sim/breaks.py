@@ -62,7 +62,7 @@ from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.pages import PAGE_SIZE
 from runtime.recovery.relay import Relays
 from runtime.recovery.scheduler import Cursor, PageReader, PageScheduler, Visit
-from runtime.registry import Node, Pattern
+from runtime.registry import Node, Pattern, WorkflowRegistry
 from runtime.seams import Deps, JobInfo, JobStatus, Ledger
 from runtime.service import ServiceContext, ServiceJobAttempt
 from runtime.service import attempts as service_attempts
@@ -341,6 +341,33 @@ async def _token_dropped(self: HopContext, text: str) -> None:
     """A hop that never streams its token deltas, though its node still reports them
     spoken (the graph-group mutant of `patterns/basic.py` skipping its token loop):
     caught by chatty_tokens_spell_result in runtime_mutation."""
+
+
+def _chatty_renumbered(self: WorkflowRegistry, pattern: Pattern) -> Pattern:
+    """A release that ships `chatty` one version down (as `version=0` would: the
+    graph-group mutant of patterns/basic.py): its Runs pin and run chatty@0, and a Run
+    an earlier release pinned to chatty@1 would find nothing (caught by
+    done_on_released_pin in runtime_mutation)."""
+    if pattern.name == "chatty":
+        pattern = replace(pattern, version=pattern.version - 1)
+    return BREAKS.unbroken(_chatty_renumbered)(self, pattern)
+
+
+def _errands_stop_early(self: Pattern, name: str) -> Node:
+    """An errands Run that ends after its first round whatever it asked for (as a
+    lowered default or round count would: the graph-group mutant of ErrandsState's
+    default rounds): caught by errands_complete in cancel_children."""
+    node = BREAKS.unbroken(_errands_stop_early)(self, name)
+    if self.name != "errands" or name != "errand_done":
+        return node
+
+    async def stop(ctx: HopContext, state: Any) -> Any:
+        outcome = await node.run(ctx, state)
+        if isinstance(outcome, tuple) and isinstance(outcome[1], Goto):
+            return outcome[0], End(result={"answers": outcome[0].answers})
+        return outcome
+
+    return Node(node.name, stop)
 
 
 async def _resume_refuses_own(self: GraphRunner) -> Any:
@@ -693,6 +720,8 @@ BREAKS = BreakTable({
     "effect_ignores_cancelling": (HopContext, "effect", _effect_while_cancelling),
     "gate_effect_skipped": (HopContext, "effect", _gate_effect_skipped),
     "errands_past_rounds": (Pattern, "node", _errands_past_rounds),
+    "chatty_renumbered": (WorkflowRegistry, "register", _chatty_renumbered),
+    "errands_stop_early": (Pattern, "node", _errands_stop_early),
     "resume_refuses_own_snapshot": (GraphRunner, "_resume_point", _resume_refuses_own),
     "needs_ignored": (jobs_worker, "read_bundle", _needs_ignored),
     "settle_keeps_checkpoint": (worker_module, "_may_hold_checkpoint", _never_holds_checkpoint),

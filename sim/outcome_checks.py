@@ -56,7 +56,19 @@ TERMINAL_STEP_OF = {RunStatus.DONE: "run.done", RunStatus.FAILED: "run.failed",
 EFFECTS_OF_PATTERN = {"two_step": ("deliver",), "effectful": ("effect",)}
 """The effect names each effectful Pattern of runtime/patterns applies before it ends."""
 
+RELEASED_VERSIONS = {name: 1 for name in (
+    "echo", "two_step", "chatty", "effectful", "consent_gate", "delegate", "service_call",
+    "errands", "hardware")}
+"""The checker's copy of the version at which this release ships each of its Patterns
+(README "The HTTP API"). A Run stored under a released version must still find it after
+an upgrade, so a Pattern's declared version is a contract, not a constant to tune."""
+
 OUTCOME_INVARIANTS = (
+    ("done_on_released_pin", "a Run of a shipped Pattern that ends DONE was pinned to "
+     "and ran the version this release ships (every one at version 1): a declared "
+     "version that moved would strand the Runs an earlier release pinned",
+     "seed 000 'Admission and exact claim' (admission pins the Pattern version; the "
+     "worker verifies the pinned Pattern); seed 003 'Return makes a new claim'"),
     ("failure_has_cause", "a Run fails only for a cause the world produced: never for a "
      "programming error in the runtime, never as a lost claim (the settling hop holds it), "
      "and never as 'pinned Pattern unavailable' while the registry holds its pinned Pattern",
@@ -175,6 +187,11 @@ class OutcomeChecks:
     def run_done(self, run: Run) -> None:
         if self.checker.world.registry.pinned(run.pattern, run.pattern_version) is None:
             self._unpinned(run, "is DONE")
+        released = RELEASED_VERSIONS.get(run.pattern)
+        if released is not None and run.pattern_version != released:
+            self.checker.fail("done_on_released_pin", f"Run {run.id} is DONE pinned to "
+                              f"{run.pattern}@{run.pattern_version}; this release ships "
+                              f"{run.pattern}@{released}", run=str(run.id))
         applied = {c.identity for c in self.checker.world.effects.calls if c.applied}
         for name in EFFECTS_OF_PATTERN.get(run.pattern, ()):
             identity = f"{run.id}:{name}"

@@ -240,6 +240,12 @@ RULES: tuple[Rule, ...] = (
          "output never fails its job as invalid",
          ("interpretation_is_reply",), ("leased_jobs", "lapsed_lease"),
          (_b("needs_ignored", "leased_jobs", 1),)),
+    Rule("admission.released_pin", S000, "Admission and exact claim",
+         "admission pins each Run to the version this release ships of its Pattern, and a "
+         "Run ends DONE only under that pin: the declared versions stay what earlier "
+         "releases pinned",
+         ("done_on_released_pin",), ("runtime_mutation", "admission_race"),
+         (_b("chatty_renumbered", "runtime_mutation", 1),)),
     Rule("waits.resume_keeps_stasis", S003, "Return makes a new claim",
          "a resumed hop continues from the checkpoint its own Run saved: a Run fails as stasis "
          "lost or with an invalid checkpoint only when that checkpoint is missing or foreign "
@@ -251,6 +257,11 @@ RULES: tuple[Rule, ...] = (
          "for: it owns no more children than its rounds",
          ("errands_bounded",), ("cancel_children",),
          (_b("errands_past_rounds", "cancel_children", 4),)),
+    Rule("waits.errands_complete", S003, "Return makes a new claim",
+         "a Run that chains delegated jobs and service calls and ends DONE went every round "
+         "it asked for, or the Pattern's declared default when it named none",
+         ("errands_complete",), ("cancel_children",),
+         (_b("errands_stop_early", "cancel_children", 4),)),
     Rule("hardware.budget_outcome", S003, "Three boundaries",
          "a hardware request past the budget fails before another convergence call, naming "
          "the spent counters; a Run whose needs fit it ends DONE with every need used once, "

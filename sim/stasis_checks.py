@@ -70,6 +70,10 @@ INVARIANTS = (
     ("errands_bounded", "an errands Run asked for N rounds owns at most N agent jobs and N "
      "service attempts, however it ended", "seed 003 'Return makes a new claim' (a resumed "
      "hop goes on from the durable state: the round count it reads ends the chain)"),
+    ("errands_complete", "an errands Run DONE went all the rounds it asked for (N, or "
+     "the Pattern's declared default of 2 when it named none): it owns exactly N agent "
+     "jobs and N service attempts and answers their 2N outcomes", "seed 003 'Return makes "
+     "a new claim' (a resumed hop goes on from the durable state to the end of its chain)"),
     ("hardware_outcome", "a hardware Run is DONE with every need used once only when its needs "
      "fit the resume budget (8 calls, 3 in a row); it fails 'budget exhausted' exactly at the "
      "first need that overruns it, and never as stasis lost, an invalid checkpoint or for "
@@ -91,6 +95,9 @@ INVARIANTS = (
      "and waits' (a verdict carries its decision principal; the owner CAS re-admits)"),
 )
 
+ERRANDS_DEFAULT_ROUNDS = 2
+"""The checker's copy of the rounds an errands Run goes when its content names none
+(runtime/patterns/waits.py, README "The HTTP API")."""
 MAX_CONSENT_ROUNDS = 3
 """The checker's copy of the approval chain limit (runtime.stasis.waits)."""
 MAX_TOTAL, MAX_CONSECUTIVE = 8, 3
@@ -351,12 +358,19 @@ class StasisChecks:
         for run in sorted(world.ledger.run_table.values(), key=lambda r: (r.created_at, r.id)):
             if run.pattern != "errands":
                 continue
-            rounds = run.intent.content.get("rounds", 2)
+            rounds = run.intent.content.get("rounds", ERRANDS_DEFAULT_ROUNDS)
             owned = (jobs.get(run.id, 0), attempts.get(run.id, 0))
             if max(owned) > rounds:
                 self.checker.fail("errands_bounded", f"errands Run {run.id} asked for {rounds} "
                                   f"rounds but owns {owned[0]} agent jobs and {owned[1]} "
                                   "service attempts", run=str(run.id))
+            answers = (run.result or {}).get("answers", [])
+            if run.status is RunStatus.DONE and (owned != (rounds, rounds)
+                                                 or len(answers) != 2 * rounds):
+                self.checker.fail("errands_complete", f"errands Run {run.id} "
+                                  f"({run.intent.content}) is DONE after {rounds} rounds "
+                                  f"with {len(answers)} answers, owning {owned[0]} agent "
+                                  f"jobs and {owned[1]} service attempts", run=str(run.id))
 
 
 def _ended(error: str) -> tuple[str | None, str | None]:

@@ -53,6 +53,7 @@ from sim.faults.options import FaultOptions
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Approver, Operator
 from sim.scenarios.workload import settle_client, submit_stream
+from sim.stasis_checks import ERRANDS_DEFAULT_ROUNDS
 from sim.world import World
 
 CAPABILITIES = ("gpu", "tts", "vision")
@@ -68,7 +69,11 @@ def content(world: World, pattern: str) -> dict[str, Any]:
     if pattern == "service_call":
         return {"task": rng.choice(("render", "transcode", "synthesize"))}
     if pattern == "errands":
-        return {"rounds": rng.choice((2, 3, 4))}
+        # Two rounds are asked by naming none: the Pattern's declared default holds. The
+        # content then says "no answers yet" (an empty one would become {"n": i}); the
+        # draws and the rounds are what an explicit 2 gave.
+        rounds = rng.choice((2, 3, 4))
+        return {"answers": []} if rounds == ERRANDS_DEFAULT_ROUNDS else {"rounds": rounds}
     if pattern == "hardware":
         n = rng.choice((1, 2, 3, 4, 9, 10))
         cap = rng.choice(CAPABILITIES)

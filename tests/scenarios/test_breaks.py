@@ -443,6 +443,26 @@ def test_an_errands_run_that_goes_round_again_is_caught() -> None:
     assert run_simulation(seed, "cancel_children", "swarm").ok
 
 
+def test_a_release_that_renumbers_a_pattern_is_caught() -> None:
+    """A Run DONE ran the version this release ships (sim.outcome_checks,
+    done_on_released_pin): the break registers chatty one version down, so its Runs
+    pin and finish chatty@0; the same seed holds unbroken."""
+    seed, _, message = _first_violation("runtime_mutation", "chatty_renumbered",
+                                        range(1, 4), "done_on_released_pin")
+    assert "pinned to chatty@0; this release ships chatty@1" in message
+    assert run_simulation(seed, "runtime_mutation", "swarm").ok
+
+
+def test_an_errands_run_that_stops_after_one_round_is_caught() -> None:
+    """An errands Run DONE went all its rounds, the declared default of 2 when it named
+    none (sim.stasis_checks, errands_complete): the break ends every errands Run after
+    its first round; the same seed holds unbroken."""
+    seed, _, message = _first_violation("cancel_children", "errands_stop_early",
+                                        range(1, 10), "errands_complete")
+    assert "is DONE after" in message and "owning 1 agent jobs" in message
+    assert run_simulation(seed, "cancel_children", "swarm").ok
+
+
 def test_a_resume_that_refuses_its_own_snapshot_is_caught() -> None:
     """A resumed hop reads the checkpoint its own Run saved (sim.stasis_checks,
     stasis_kept): the break fails every resumed graph Run as stasis lost, which no
