@@ -157,19 +157,19 @@ class PageChecks:
         now = {r.id: r for r in self.checker.world.ledger.run_table.values()
                if r.status is status}
         watch.most = max(watch.most, len(now))
+        oldest = watch.reads - reads_allowed(watch.most)  # a count begun by then is stale
         since: dict[UUID, tuple[Run, int]] = {}
+        stale: tuple[int, UUID] | None = None  # the earliest-begun stale count, in one pass
         for run_id, run in now.items():
             kept = watch.since.get(run_id)
             if run_id in listed or kept is None or kept[0] != run:
-                since[run_id] = (run, watch.reads)  # listed now, or changed: counts afresh
-            else:
-                since[run_id] = kept
+                kept = (run, watch.reads)  # listed now, or changed: counts afresh
+            since[run_id] = kept
+            if kept[1] <= oldest and (stale is None or (kept[1], run_id) < stale):
+                stale = (kept[1], run_id)
         watch.since = since
-        limit = reads_allowed(watch.most)
-        stale = sorted((first, run_id) for run_id, (_, first) in since.items()
-                       if watch.reads - first >= limit)
-        if stale:
-            first, run_id = stale[0]
+        if stale is not None:
+            first, run_id = stale
             self.checker.fail("relay_pages_every_run", f"boot {boot}'s relay read the "
                               f"{status.value} pages {watch.reads - first} times (at most "
                               f"{watch.most} Runs) without listing Run {run_id}, untouched "
