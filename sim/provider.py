@@ -102,8 +102,11 @@ class SimProvider:
 
     @property
     def may_lie(self) -> bool:
-        """A lying lookup must not break a proof the provider claims to give."""
-        return self.replays_same_key or not self.lookup_proves_absence
+        """A lying lookup must not break a proof the provider claims to give: a provider
+        whose lookup proves absence never hides a job (reconciliation would take the empty
+        answer as no effect, and with a cancel requested settle CANCELLED over a live job),
+        whether or not it also replays by key."""
+        return not self.lookup_proves_absence
 
     def heal(self) -> None:
         self.hidden_until.clear()
