@@ -388,22 +388,10 @@ def summarise(phases: list[Phase], kinds: tuple[str, ...], args: argparse.Namesp
         mine = [p for p in phases if p.kind == kind]
         medians[kind] = {m: round(float(statistics.median(getattr(p, m) for p in mine)), 3)
                          for m in METRICS}
-    ratios: dict[str, dict[str, float | None]] = {}
-    if "saq" in medians:
-        base = medians["saq"]
-        for kind in kinds:
-            ratios[kind] = {m: (round(medians[kind][m] / base[m], 3) if base[m] else None)
-                            for m in METRICS}
-    stock: dict[str, dict[str, float | None]] = {}
-    if "saq_stock" in medians:
-        base = medians["saq_stock"]
-        for kind in kinds:
-            stock[kind] = {m: (round(medians[kind][m] / base[m], 3) if base[m] else None)
-                           for m in METRICS}
     return {
         "medians": medians,
-        "ratios_to_saq": ratios,
-        "ratios_to_saq_stock": stock,
+        "ratios_to_saq": ratios_to(medians, "saq"),
+        "ratios_to_saq_stock": ratios_to(medians, "saq_stock"),
         "targets": targets(medians),
         "targets_stock": targets(medians, base="saq_stock"),
         "other_db_commits": sum(p.other_commits for p in phases),
@@ -412,6 +400,16 @@ def summarise(phases: list[Phase], kinds: tuple[str, ...], args: argparse.Namesp
         "concurrency": args.concurrency,
         "producers": args.producers,
     }
+
+
+def ratios_to(medians: dict[str, dict[str, float]], base_kind: str
+              ) -> dict[str, dict[str, float | None]]:
+    """Each kind's medians over `base_kind`'s (empty when that kind did not run)."""
+    base = medians.get(base_kind)
+    if base is None:
+        return {}
+    return {kind: {m: (round(row[m] / base[m], 3) if base[m] else None) for m in METRICS}
+            for kind, row in medians.items()}
 
 
 def targets(medians: dict[str, dict[str, float]], base: str = "saq"
