@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 INVARIANTS = (
     ("bad_input_refused", "a record or a store call carrying a value past its bound (an "
      "empty workspace, an interpretation number 0, a missing binding or request, a binding "
-     "with an empty name, fence -1) "
+     "with an empty name, fence -1, a negative retry base) "
      "is refused with an error; "
      "a malformed record fails validation naming the bad field",
      "seed 004 'Durable states' (a receipt preserves evidence and a job of an authorised "

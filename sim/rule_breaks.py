@@ -593,6 +593,13 @@ class _AttemptEventFromZero(AttemptEvent):
     interpretation: int = Field(ge=0)
 
 
+class _JobPolicyNegativeBase(JobPolicy):
+    """A job policy whose retry base admits down to -1 (the mutation tool's survivor
+    `jobs/models.py:90`, `ge=0` made `ge=-1`): a negative backoff is taken."""
+
+    retry_base_s: float = Field(default=5.0, ge=-1)
+
+
 def _withdraw_numbered_from_start(
     job: LeasedJob, reason: str, now: datetime, next_event: int
 ) -> job_rules.Decision:
@@ -1189,6 +1196,7 @@ RULE_BREAKS = BreakTable({
     "attempt_index_from_one": (MemoryJobStore, "_next_event", _next_event_from_one),
     "attempt_event_unvalidated": (job_rules, "AttemptEvent", _attempt_event_unchecked),
     "interpretation_from_zero": (job_models, "AttemptEvent", _AttemptEventFromZero),
+    "retry_base_negative": (job_models, "JobPolicy", _JobPolicyNegativeBase),
     "withdraw_numbered_from_start": (job_rules, "decide_withdraw", _withdraw_numbered_from_start),
     "evidence_workspace_unchecked": (EvidenceRecord, "model_validate_json",
                                      _evidence_json_unchecked),

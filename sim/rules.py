@@ -728,13 +728,15 @@ RULES: tuple[Rule, ...] = (
          (_b("withdraw_numbered_from_start", "withdrawn_jobs", 1),)),
     Rule("jobs.bad_input", S004, "Durable states",
          "a buggy client's evidence record without a workspace, interpretation record "
-         "numbered 0 or under fence -1, or attempt event naming interpretation 0, fails "
+         "numbered 0 or under fence -1, attempt event naming interpretation 0, or job policy "
+         "with a negative retry base fails "
          "validation naming the field, and its stage or close under a fence no claim "
          "handed out (-1) is refused and "
          "leaves nothing in the attempt log (no event, no usage it never received)",
          ("bad_input_refused", "attempt_log_numbered", "usage_never_fabricated"),
          ("bad_input",), (_b("evidence_workspace_unchecked", "bad_input", 1),
-                          _b("interpretation_from_zero", "bad_input", 1))),
+                          _b("interpretation_from_zero", "bad_input", 1),
+                          _b("retry_base_negative", "bad_input", 1))),
     Rule("jobs.usage", S004, "Alpha.2 accounting",
          "the attempt log keeps only usage the model returned, under the call that returned "
          "it (a fenced-out result's usage keeps its call's interpretation after a "

@@ -8,7 +8,8 @@ interpretation record numbered 0 or under fence -1 (from a JSON export), stage a
 close calls under fence -1 (the client's "no fence") carrying usage, an
 attempt record with its binding or request missing, a tool or capability
 binding with one of its names empty, and an attempt event that
-names interpretation 0 (interpretations count from 1), and a cancel-settle of an
+names interpretation 0 (interpretations count from 1), a job policy with a
+negative retry base, and a cancel-settle of an
 attempt it has just prepared (so likely never sent) on a lookup. A lookup proves
 no cancellation in any state, so that settle must be refused whether or not the
 service worker sent the attempt first: the race that let the earlier
@@ -186,6 +187,20 @@ def bad_attempt_event(world: World, n: int) -> None:
     emit(world, "attempt_event.decode", "invalid", error, ("interpretation",))
 
 
+def bad_policy(world: World, n: int) -> None:
+    """A job policy from the client's configuration with a negative retry base (-0.25,
+    -0.5 or -0.75 by round, no draw): a backoff shorter than none would schedule a retry
+    before the failure that caused it. Read through the module at call time, so a break
+    may lower the model's bound."""
+    raw = json.dumps({"retry_base_s": -0.25 * (1 + n % 3)})
+    error: BaseException | None = None
+    try:
+        job_models.JobPolicy.model_validate_json(raw)
+    except Exception as exc:
+        error = exc
+    emit(world, "job_policy.decode", "invalid", error, ("retry_base_s",))
+
+
 async def bad_cancel(world: World, proc: Process, n: int) -> None:
     """Prepare a fresh attempt, settle it CANCELLED at once on a lookup, then cancel it
     properly. Only proof that it was never submitted cancels a PREPARED attempt, and
@@ -264,6 +279,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_interpretation(world, state.rounds)
             bad_attempt_record(world, state.rounds)
             bad_attempt_event(world, state.rounds)
+            bad_policy(world, state.rounds)
             bad_bindings(world, state.rounds)
             await bad_jobs_call(world)
             await bad_cancel(world, proc, state.rounds)

@@ -514,6 +514,16 @@ def test_an_attempt_event_of_interpretation_zero_taken_is_caught() -> None:
     assert run_simulation(seed, "bad_input", "swarm").ok
 
 
+def test_a_negative_retry_base_taken_is_caught() -> None:
+    """A retry backoff is never negative (sim.input_checks, bad_input_refused): the
+    break's job policy admits a retry base down to -1, so the client's policy with a
+    negative base decodes; the same seed holds unbroken."""
+    seed, _, message = _first_violation("bad_input", "retry_base_negative", range(1, 4),
+                                        "bad_input_refused")
+    assert "job_policy.decode" in message
+    assert run_simulation(seed, "bad_input", "swarm").ok
+
+
 def test_a_repeated_closing_refused_is_caught_where_closings_repeat() -> None:
     """ambiguous_closes loses the answer of most store writes, so workers repeat
     closings that committed (sim.work_checks, lease_honoured): the break refuses every
