@@ -50,6 +50,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.LEDGER_AMBIGUOUS: "ambiguous_per_write",
     FaultKind.LEDGER_LATENCY: "latency_per_transaction",
     FaultKind.ABORT_ACK_LOST: "abort_ack_lost_per_abort",
+    FaultKind.TOUCH_FAIL: "touch_fail_per_touch",
     FaultKind.ACTOR_SLOW: "actor_slow_per_call",
     FaultKind.ACTOR_FAIL: "actor_fail_per_call",
     FaultKind.ACTOR_DUPLICATE: "actor_duplicate_per_call",

@@ -61,6 +61,11 @@ class FaultOptions(BaseModel):
     abort_ack_lost_per_abort: float = Field(
         default=0.0, ge=0, le=1, description="abort applied, then the caller sees an error"
     )
+    touch_fail_per_touch: float = Field(
+        default=0.0, ge=0, le=1,
+        description="a hop's heartbeat touch fails unapplied (swarm does not draw it: the "
+        "hardware scenario sets it)",
+    )
     actor_slow_per_call: float = Field(
         default=0.0, ge=0, le=1, description="an external actor answers far later than usual"
     )
@@ -217,6 +222,7 @@ class FaultOptions(BaseModel):
             (FaultKind.LEDGER_AMBIGUOUS, self.ambiguous_per_write),
             (FaultKind.LEDGER_LATENCY, self.latency_per_transaction),
             (FaultKind.ABORT_ACK_LOST, self.abort_ack_lost_per_abort),
+            (FaultKind.TOUCH_FAIL, self.touch_fail_per_touch),
             (FaultKind.ACTOR_SLOW, self.actor_slow_per_call),
             (FaultKind.ACTOR_FAIL, self.actor_fail_per_call),
             (FaultKind.ACTOR_DUPLICATE, self.actor_duplicate_per_call),

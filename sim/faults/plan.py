@@ -31,6 +31,9 @@ class FaultKind(enum.StrEnum):
     LEDGER_AMBIGUOUS = "ledger_ambiguous"
     LEDGER_LATENCY = "ledger_latency"
     ABORT_ACK_LOST = "abort_ack_lost"
+    TOUCH_FAIL = "touch_fail"
+    """A hop's heartbeat touch of its broker job fails and is not applied (the broker is
+    briefly unreachable); the hop must go on and touch again next period."""
     ACTOR_SLOW = "actor_slow"
     ACTOR_FAIL = "actor_fail"
     ACTOR_DUPLICATE = "actor_duplicate"

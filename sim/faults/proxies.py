@@ -575,10 +575,22 @@ class SimBroker(_Guarded):
 
     async def touch(self, key: str) -> None:
         self.world.checker.hop_checks.touched(key)
+        if self._touch_fails():
+            raise BrokerUnavailable(f"injected heartbeat touch failure for {key}")
         if self.boot.frozen:
             await self.boot.thaw()
         with _Gate(self.boot):
             await self.inner.touch(key)
+
+    def _touch_fails(self) -> bool:
+        """FaultKind.TOUCH_FAIL: this heartbeat touch fails before the broker applies it.
+        Not drawn at all when the kind is off, so a world without it runs exactly as
+        before it existed (hop.outcome: the hop must outlive the failed touch)."""
+        injector = self.world.injector
+        if injector.plan is None and injector.options.touch_fail_per_touch <= 0:
+            return False
+        fault, _ = self._fire("broker.touch", (FaultKind.TOUCH_FAIL,))
+        return fault is FaultKind.TOUCH_FAIL
 
     async def retire(self, key: str, reason: str) -> JobInfo | None:
         self.boot.check_alive()

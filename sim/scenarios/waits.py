@@ -177,7 +177,7 @@ async def _service_heal(world: World) -> None:
 SERVICE_WAIT = register(
     Scenario("service_wait", _describe("service_wait"), _service_drive, _service_heal)
 )
-HARDWARE = _scenario("hardware", ("hardware",))
+HARDWARE = _scenario("hardware", ("hardware",), tune=lambda o: _failing_touches(o))
 CANCEL = _scenario(
     "cancel", ("echo", "two_step", "consent_gate", "delegate", "hardware", "effectful"),
     operator=True, tune=_publishes_in_flight, reread=1.0,
@@ -191,6 +191,12 @@ CANCEL_AT_CLAIM = _scenario(
 
 CHILD_WAITS = (RunStatus.AWAITING_DELEGATE, RunStatus.AWAITING_SERVICE, RunStatus.RUNNING)
 """What the child-focused operator cancels: Runs whose containment has children or a hop."""
+
+
+def _failing_touches(options: FaultOptions) -> FaultOptions:
+    """Long `hardware` hops whose heartbeat touches fail now and then (a broker blip):
+    a failed touch is retried next period and never ends the hop (hop.outcome)."""
+    return options.model_copy(update={"touch_fail_per_touch": 0.3})
 
 
 def _refusing_children(options: FaultOptions) -> FaultOptions:

@@ -110,6 +110,18 @@ def test_acks_in_flight_off_leave_a_publish_as_it_was() -> None:
     assert "broker.publish.ack" not in result.world.injector.coverage.hits
 
 
+def test_a_failed_heartbeat_touch_leaves_the_hop_running() -> None:
+    """TOUCH_FAIL (hardware's long hops): seed 5 fails touches of a live hop and every
+    hop still ends with an outcome (hop.outcome); a scenario that never turns the kind
+    on draws nothing at broker.touch."""
+    result = run_simulation(5, "hardware", "swarm")
+    assert result.world is not None and result.ok
+    assert result.world.injector.coverage.kinds["touch_fail"] > 0
+    calm = run_simulation(3, "cancel", "swarm")
+    assert calm.world is not None
+    assert "broker.touch" not in calm.world.injector.coverage.hits
+
+
 # -- seed 000 conformance (issue M12) --------------------------------------------------
 
 
