@@ -724,6 +724,17 @@ def _receipt_refuses_repeats(evidence: Any, job: LeasedJob, stored_evidence: Any
                                                           stored_job)
 
 
+def _receipt_takes_newer_version(evidence: Any, job: LeasedJob, stored_evidence: Any,
+                                 stored_job: LeasedJob | None) -> tuple[bool, bool]:
+    """A receipt that compares model versions by order, not equality (the mutation tool's
+    survivor `jobs/rules.py:144`, `!=` made `>`): the same job sent again under a newer
+    model version is taken as the stored job."""
+    if stored_job is not None and job.model_version > stored_job.model_version:
+        job = job.model_copy(update={"model_version": stored_job.model_version})
+    return RULE_BREAKS.unbroken(_receipt_takes_newer_version)(evidence, job, stored_evidence,
+                                                              stored_job)
+
+
 def _backoff_from_this_attempt(self: Any, attempts_used: int) -> float:
     """A retry backoff counted from the attempt just made, not the one before: every
     wait is twice the policy's."""
@@ -1230,6 +1241,7 @@ RULE_BREAKS = BreakTable({
     "evidence_digest_of_prefix": (job_models, "digest_text", _digest_of_prefix),
     "refused_usage_relabelled": (job_rules, "interpretation_of", _interpretation_now),
     "receipt_refuses_repeats": (job_rules, "decide_receive", _receipt_refuses_repeats),
+    "receipt_takes_newer_version": (job_rules, "decide_receive", _receipt_takes_newer_version),
     "retry_backoff_doubled": (JobPolicy, "retry_delay", _backoff_from_this_attempt),
     "retry_backoff_halved": (JobPolicy, "retry_delay", _backoff_halved),
     "claim_half_lease": (job_rules, "decide_claim", _claim_half_lease),

@@ -771,10 +771,12 @@ RULES: tuple[Rule, ...] = (
          (_b("evidence_digest_of_prefix", "leased_jobs", 1),)),
     Rule("jobs.receipt", S004, "Durable states",
          "a receipt stores evidence and its job once: sent again exactly it answers the "
-         "stored job and writes nothing; a job id reused for other work, or a job of another "
+         "stored job and writes nothing; a job id reused for other work (also the same job "
+         "sent again under a newer or older model version), or a job of another "
          "workspace than its evidence, is refused",
-         ("receipt_idempotent", "evidence_kept"), ("leased_jobs",),
-         (_b("receipt_refuses_repeats", "leased_jobs", 1),)),
+         ("receipt_idempotent", "evidence_kept"), ("leased_jobs", "bad_input"),
+         (_b("receipt_refuses_repeats", "leased_jobs", 1),
+          _b("receipt_takes_newer_version", "bad_input", 1))),
     Rule("jobs.model_version", S004, "Leases and fences",
          "a worker whose model is not the job's hands the attempt back before reserving a "
          "call: no model call is spent on another model version, and its staging is refused",

@@ -167,7 +167,8 @@ INVARIANTS = (
      "time); ledger retries of the call keep that retry time",
      "seed 004 'Bounded retries' (retryable failures schedule bounded work)"),
     ("receipt_idempotent", "a receipt sent again exactly (also decoded afresh) is accepted "
-     "and answers the stored job; a job id reused for other work, or a job of another "
+     "and answers the stored job; a job id reused for other work (also the same job "
+     "under another model version), or a job of another "
      "workspace than its evidence, is refused (JobConflict)",
      "seed 004 'Durable states' (a receipt preserves evidence and a job in one "
      "transaction)"),
@@ -595,7 +596,8 @@ class JobChecks:
                     ("received", data["job"]):
                 self.fail("receipt_idempotent", f"a repeated receipt of job {data['job']} "
                           f"answered {data['outcome']}", receipt=data)
-            if data["kind"] in ("reused", "misfiled") and data["outcome"] != "JobConflict":
+            refused = ("reused", "misfiled", "version")  # other work under a taken id
+            if data["kind"] in refused and data["outcome"] != "JobConflict":
                 self.fail("receipt_idempotent", f"a {data['kind']} receipt of job "
                           f"{data['job']} for evidence {data['evidence']} answered "
                           f"{data['outcome']}", receipt=data)

@@ -9,7 +9,8 @@ close calls under fence -1 (the client's "no fence") carrying usage, an
 attempt record with its binding or request missing, a tool or capability
 binding with one of its names empty, and an attempt event that
 names interpretation 0 (interpretations count from 1), a job policy with a
-negative retry base, and a cancel-settle of an
+negative retry base, an acknowledged job sent again under a newer or older model
+version, and a cancel-settle of an
 attempt it has just prepared (so likely never sent) on a lookup. A lookup proves
 no cancellation in any state, so that settle must be refused whether or not the
 service worker sent the attempt first: the race that let the earlier
@@ -201,6 +202,19 @@ def bad_policy(world: World, n: int) -> None:
     emit(world, "job_policy.decode", "invalid", error, ("retry_base_s",))
 
 
+async def bad_version(world: World, n: int) -> None:
+    """A receipt of an acknowledged job sent again under another model version (a newer
+    one in odd rounds, an older one in even rounds, the job picked by round: no draw):
+    the same job id for other work, so it must be refused (JobConflict) whichever way
+    the version moved. Judged by `receipt_idempotent` as a `version` receipt."""
+    producer = world.actors.get("producer")
+    if not isinstance(producer, Producer) or not producer.received:
+        return
+    evidence, job = producer.received[n % len(producer.received)]
+    version = f"{MODEL_VERSION}-next" if n % 2 else MODEL_VERSION[:-1] + "0"
+    await producer.receipt("version", evidence, job.model_copy(update={"model_version": version}))
+
+
 async def bad_cancel(world: World, proc: Process, n: int) -> None:
     """Prepare a fresh attempt, settle it CANCELLED at once on a lookup, then cancel it
     properly. Only proof that it was never submitted cancels a PREPARED attempt, and
@@ -282,6 +296,7 @@ async def client(world: World, proc: Process, state: ClientState) -> None:
             bad_policy(world, state.rounds)
             bad_bindings(world, state.rounds)
             await bad_jobs_call(world)
+            await bad_version(world, state.rounds)
             await bad_cancel(world, proc, state.rounds)
             await bad_success(world, proc, state.rounds)
         finally:

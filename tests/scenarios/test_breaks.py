@@ -536,6 +536,16 @@ def test_a_negative_retry_base_taken_is_caught() -> None:
     assert run_simulation(seed, "bad_input", "swarm").ok
 
 
+def test_a_newer_model_version_taken_as_the_same_job_is_caught() -> None:
+    """A job id names one model version (sim.work_checks, receipt_idempotent): the
+    break compares versions by order, so the client's receipt of an acknowledged job
+    under a newer version is taken as the stored job; the same seed holds unbroken."""
+    seed, _, message = _first_violation("bad_input", "receipt_takes_newer_version",
+                                        range(1, 4), "receipt_idempotent")
+    assert "a version receipt" in message
+    assert run_simulation(seed, "bad_input", "swarm").ok
+
+
 def test_a_repeated_closing_refused_is_caught_where_closings_repeat() -> None:
     """ambiguous_closes loses the answer of most store writes, so workers repeat
     closings that committed (sim.work_checks, lease_honoured): the break refuses every
