@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import anyio
@@ -83,6 +85,16 @@ def emit(world: World, target: str, expect: str, exc: BaseException | None,
                      fields=list(fields), named=named)
 
 
+def decode_error(decode: Callable[[Any], object], raw: Any) -> BaseException | None:
+    """The error a client's decode of `raw` raised, or None when the bad record was
+    accepted."""
+    try:
+        decode(raw)
+    except Exception as exc:  # judged by the checker (`sim.input_checks`)
+        return exc
+    return None
+
+
 async def bad_jobs_call(world: World) -> None:
     """A stage or close of a job under fence -1, on the client's own connection to the
     job store (outside the workers' seam), each carrying usage it never got."""
@@ -112,11 +124,7 @@ def bad_evidence(world: World) -> None:
     """An evidence delivery from the producer's JSON outbox with an empty workspace."""
     raw = json.dumps({"id": str(world.entropy.new_id()), "workspace": "",
                       "payload": "subject: value", "received_at": world.clock.now().isoformat()})
-    error: BaseException | None = None
-    try:
-        EvidenceRecord.model_validate_json(raw)
-    except Exception as exc:
-        error = exc
+    error = decode_error(EvidenceRecord.model_validate_json, raw)
     emit(world, "evidence.decode", "invalid", error, ("workspace",))
 
 
@@ -128,11 +136,7 @@ def bad_interpretation(world: World, n: int) -> None:
                       "fence": NO_FENCE if field == "fence" else 1,
                       "model_version": MODEL_VERSION, "state": JobState.PUBLISHED.value,
                       "bundle": {"facts": []}, "created_at": world.clock.now().isoformat()})
-    error: BaseException | None = None
-    try:
-        Interpretation.model_validate_json(raw)
-    except Exception as exc:
-        error = exc
+    error = decode_error(Interpretation.model_validate_json, raw)
     emit(world, "interpretation.decode", "invalid", error, (field,))
 
 
@@ -145,11 +149,7 @@ def bad_attempt_record(world: World, n: int) -> None:
                        now=world.clock.now())
     field = rng.choice(MISSING)
     data = {k: v for k, v in good.model_dump().items() if k not in (field, "request_digest")}
-    error: BaseException | None = None
-    try:
-        ServiceJobAttempt.model_validate(data)
-    except Exception as exc:
-        error = exc
+    error = decode_error(ServiceJobAttempt.model_validate, data)
     emit(world, "attempt.decode", "invalid", error, (field,))
 
 
@@ -165,11 +165,7 @@ def bad_bindings(world: World, n: int) -> None:
     (no draw). An empty name binds no implementation, so each must fail validation."""
     raw = BINDINGS[(n + 1) % 2]
     for field in (k for k in raw if k != "kind"):
-        error: BaseException | None = None
-        try:
-            BINDING_RECORD.validate_json(json.dumps({**raw, field: ""}))
-        except Exception as exc:
-            error = exc
+        error = decode_error(BINDING_RECORD.validate_json, json.dumps({**raw, field: ""}))
         emit(world, f"binding.decode.{raw['kind']}", "invalid", error, (field,))
 
 
@@ -180,11 +176,7 @@ def bad_attempt_event(world: World, n: int) -> None:
     raw = json.dumps({"job_id": str(UUID(int=n)), "index": 0, "kind": EventKind.STARTED.value,
                       "fence": 0, "worker": HOSTILE_OWNER, "interpretation": 0,
                       "at": world.clock.now().isoformat()})
-    error: BaseException | None = None
-    try:
-        job_models.AttemptEvent.model_validate_json(raw)
-    except Exception as exc:
-        error = exc
+    error = decode_error(job_models.AttemptEvent.model_validate_json, raw)
     emit(world, "attempt_event.decode", "invalid", error, ("interpretation",))
 
 
@@ -194,11 +186,7 @@ def bad_policy(world: World, n: int) -> None:
     before the failure that caused it. Read through the module at call time, so a break
     may lower the model's bound."""
     raw = json.dumps({"retry_base_s": -0.25 * (1 + n % 3)})
-    error: BaseException | None = None
-    try:
-        job_models.JobPolicy.model_validate_json(raw)
-    except Exception as exc:
-        error = exc
+    error = decode_error(job_models.JobPolicy.model_validate_json, raw)
     emit(world, "job_policy.decode", "invalid", error, ("retry_base_s",))
 
 
