@@ -140,7 +140,7 @@ async def claimed_by_live_boot(deps: Deps, delivery: RunDelivery | None) -> bool
     M11): it is neither fenced nor failed. A boot that never registered (a
     single-Vessel deployment's earlier boot) or whose lease expired is dead."""
     if delivery is None or delivery.claimed_boot is None:
-        return False
+        return False  # no boot on record holds this claim
     return await deps.ledger.boot_alive(delivery.claimed_boot, deps.clock.now())
 
 
