@@ -881,6 +881,11 @@ class Checker:
                           evidence: Evidence, error: BaseException | None) -> None:
         self._guarded(lambda: self.service_checks.on_settle(found, outcome, evidence, error))
 
+    def on_service_resubmit(self, found: ServiceJobAttempt | None, proof: Evidence,
+                            result: ServiceJobAttempt | None,
+                            error: BaseException | None) -> None:
+        self._guarded(lambda: self.service_checks.on_resubmit(found, proof, result, error))
+
     def on_service_indeterminate(self, found: ServiceJobAttempt | None, evidence: Evidence,
                                  result: ServiceJobAttempt | None,
                                  error: BaseException | None) -> None:

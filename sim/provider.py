@@ -87,6 +87,10 @@ class SimProvider:
     busy_share: float = 0.0
     """Share of first transmissions of a key the provider refuses, slowly, as busy (a
     scenario sets it; heal clears it)."""
+    slow_replies: float = 0.0
+    """Share of lookups and submits whose answer reaches the process 5-20 s late (inside
+    the 30 s deadline): it tells what the provider held when it answered, not on arrival
+    (a scenario sets it; heal clears it)."""
 
     def configure(self, rng: random.Random) -> None:
         self.profile = rng.choice(sorted(PROFILES))
@@ -111,6 +115,7 @@ class SimProvider:
     def heal(self) -> None:
         self.hidden_until.clear()
         self.busy_share = 0.0
+        self.slow_replies = 0.0
 
     def receive(self, sub: ServiceSubmission) -> str:
         """A transmission arrives: replay the key's job, or start a new one (an effect)."""
@@ -204,6 +209,19 @@ class SimDriver:
     async def _answer(self, low: float, high: float) -> None:
         await anyio.sleep(round(self.world.streams.actors.uniform(low, high), 3))
 
+    def _slow(self) -> bool:
+        """Whether this call's answer travels slowly (drawn only where a scenario asks)."""
+        share = self.provider.slow_replies
+        return share > 0 and self.world.streams.actors.random() < share
+
+    async def _late(self, key: str, call: str, found: bool) -> None:
+        """The provider answered; the answer arrives 5-20 s later. Meanwhile another
+        process may record the job, or find it gone, so what arrives is past truth."""
+        self.world.trace.emit("provider", "provider.slow_reply", key=key, call=call,
+                              found=found)
+        await self._answer(5.0, 20.0)
+        self.proc.check_alive()
+
     async def submit(self, submission: ServiceSubmission) -> SubmitAck:
         proc, provider = self.proc, self.provider
         proc.check_alive()
@@ -223,10 +241,13 @@ class SimDriver:
             # proof of no effect meanwhile, and this rejection proves nothing about that one.
             await self._answer(5.0, 25.0)
             raise SubmitRejected("the provider is busy and refused the request unstarted")
+        slow = fault is None and self._slow()
         job_id = provider.receive(submission)
         if fault is FaultKind.PROVIDER_DUPLICATE:
             provider.receive(submission)
         await self._answer(0.2, 5.0)
+        if slow:
+            await self._late(submission.idempotency_key, "submit", True)
         if fault is FaultKind.SERVICE_ACK_LOST:
             raise ConnectionResetError("the submit acknowledgement was lost")
         if fault is FaultKind.SERVICE_TIMEOUT:
@@ -248,11 +269,15 @@ class SimDriver:
             provider.hidden_until[idempotency_key] = max(
                 until, provider.hidden_until.get(idempotency_key, 0.0)
             )
+        slow = fault is None and self._slow()
         await self._answer(0.1, 2.0)
         if fault is FaultKind.SERVICE_TIMEOUT:
             await anyio.sleep_forever()
         proc.check_alive()
-        return provider.lookup(idempotency_key, provider_job_id)
+        report = provider.lookup(idempotency_key, provider_job_id)
+        if slow:
+            await self._late(idempotency_key, "lookup", report is not None)
+        return report
 
     async def cancel(self, *, idempotency_key: str, provider_job_id: str | None) -> bool:
         proc, provider = self.proc, self.provider
@@ -375,6 +400,12 @@ def _running_judge(store: SimServiceStore, args: tuple[Any, ...]) -> Judge:
     return lambda found, result, exc: checker.on_service_running(found, args[1], result, exc)
 
 
+def _resubmit_judge(store: SimServiceStore, args: tuple[Any, ...]) -> Judge:
+    """A begin_resubmit is judged on its proof (arg 1) and the attempt it answered."""
+    checker = store.world.checker
+    return lambda found, result, exc: checker.on_service_resubmit(found, args[1], result, exc)
+
+
 def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
     async def method(self: SimServiceStore, *args: Any, **kwargs: Any) -> Any:
         inner = getattr(self.inner, name)
@@ -383,6 +414,8 @@ def _method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
             op = _judged(self, args, op, _settle_judge(self, args))
         if name == "mark_indeterminate" and len(args) == 3:
             op = _judged(self, args, op, _indeterminate_judge(self, args))
+        if name == "begin_resubmit" and len(args) == 3:
+            op = _judged(self, args, op, _resubmit_judge(self, args))
         if name == "mark_running" and len(args) == 3:
             op = _judged(self, args, op, _running_judge(self, args))
         return await self._tx(name, write, op)

@@ -85,7 +85,12 @@ from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
 from runtime.service import models as service_models
 from runtime.service import rules as service_rules
-from runtime.service.errors import IllegalTransition, ServiceError, ServicePayloadConflict
+from runtime.service.errors import (
+    IllegalTransition,
+    ResubmitRefused,
+    ServiceError,
+    ServicePayloadConflict,
+)
 from runtime.service.models import (
     Evidence,
     EvidenceKind,
@@ -1110,6 +1115,19 @@ def _failed_needs_provider_job(attempt: ServiceJobAttempt, outcome: ServiceOutco
     return bool(RULE_BREAKS.unbroken(_failed_needs_provider_job)(attempt, outcome, evidence))
 
 
+def _replay_refused_with_job(attempt: ServiceJobAttempt, proof: Evidence,
+                             now: datetime) -> ServiceJobAttempt:
+    """A re-submit decision whose acknowledged-job guard tests the wrong proof kind: it
+    refuses a same-key replay once a provider job is known (and lets proof of no effect
+    through), as the surviving mutant of `decide_begin_resubmit` did."""
+    if proof.kind is EvidenceKind.SAME_KEY_REPLAY and attempt.provider_job_id is not None \
+            and attempt.state in (ServiceState.SUBMITTING, ServiceState.INDETERMINATE) \
+            and attempt.cancel_requested_at is None \
+            and proof.transmission == attempt.transmissions:
+        raise ResubmitRefused(attempt.id, "a provider job was acknowledged")
+    return RULE_BREAKS.unbroken(_replay_refused_with_job)(attempt, proof, now)
+
+
 def _lookup_cancels_prepared(attempt: ServiceJobAttempt, outcome: ServiceOutcome,
                              evidence: Evidence) -> bool:
     """Settlement that takes a lookup as proof that a PREPARED attempt was never sent: the
@@ -1215,6 +1233,8 @@ RULE_BREAKS = BreakTable({
     "payload_change_accepted": (service_rules, "decide_prepare", _prepare_ignores_payload),
     "cancel_intent_dropped": (service_rules, "decide_request_cancel", _cancel_intent_dropped),
     "rejection_not_settled": (service_rules, "_settle_allowed", _failed_needs_provider_job),
+    "replay_refused_with_job": (service_rules, "decide_begin_resubmit",
+                                _replay_refused_with_job),
     "lookup_cancels_prepared": (service_rules, "_settle_allowed", _lookup_cancels_prepared),
     "absent_lookup_succeeds": (service_rules, "_settle_allowed", _absent_lookup_succeeds),
     "proof_never_resubmits": (service_attempts, "_absent", _absent_never_resubmits),

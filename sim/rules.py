@@ -658,6 +658,13 @@ RULES: tuple[Rule, ...] = (
          ("service_settle_honoured", "service_no_fabricated_failure"),
          ("service", "bad_input"),
          (_b("rejection_not_settled", "service", 1),)),
+    Rule("service.resubmit_decision", S000, "Service job attempts",
+         "the re-submit decision authorises another transmission exactly on proof about the "
+         "attempt it finds: never on proof of no effect once a provider job was acknowledged, "
+         "and a same-key replay is not refused for holding one (a worker acting on an old "
+         "lookup answer after others recorded the job and found it gone)",
+         ("service_resubmit_honoured",), ("resubmit_race",),
+         (_b("replay_refused_with_job", "resubmit_race", 4),)),
     Rule("service.bad_input", S000, "Service job attempts",
          "an attempt record that arrives without its binding or its request fails "
          "validation naming the missing field (not an error out of the digest filler), "

@@ -126,6 +126,12 @@ INVARIANTS = (
      "parks the attempt INDETERMINATE (every simulated domain policy admits a re-submit); "
      "with a cancel requested, proof of no effect cancels it",
      "seed 000 'Service job attempts' (a missing job re-submits only on proof)"),
+    ("service_resubmit_honoured", "a re-submit is authorised exactly on proof about the "
+     "attempt it found: SUBMITTING or INDETERMINATE, no cancel requested, proof of no effect "
+     "or same-key replay observed at its current transmission; never on proof of no effect "
+     "once a provider job was acknowledged (an effect exists), and a replay proof is not "
+     "refused for holding one", "seed 000 'Service job attempts' (re-submit is legal only on "
+     "proof of no effect, or on same-key replay that returns the original job)"),
     ("service_settle_honoured", "a settle is accepted exactly when its evidence proves that "
      "outcome for the attempt it found: CANCELLED on never-submitted (prepared), contained or "
      "no-effect evidence; FAILED on a proved rejection or no effect of the last transmission "
@@ -633,6 +639,17 @@ def _settle_proved(a: ServiceJobAttempt, outcome: ServiceOutcome, evidence: Evid
             and a.provider_job_id is not None and evidence.kind is K.LOOKUP_FOUND)
 
 
+def _resubmit_proved(a: ServiceJobAttempt, proof: Evidence) -> bool:
+    """The checker's own reading of when a proof authorises another transmission of `a`
+    (seed 000 "Service job attempts"): an acknowledged provider job is an effect, so
+    proof of no effect says nothing once one is known; same-key replay returns it."""
+    S, K = ServiceState, EvidenceKind
+    return (a.state in (S.SUBMITTING, S.INDETERMINATE) and a.cancel_requested_at is None
+            and proof.kind in (K.NO_EFFECT, K.SAME_KEY_REPLAY)
+            and proof.transmission == a.transmissions
+            and not (proof.kind is K.NO_EFFECT and a.provider_job_id is not None))
+
+
 class ServiceChecks:
     """Seed 000 "Service job attempts": proof before failure, one effect per key."""
 
@@ -755,6 +772,28 @@ class ServiceChecks:
                   f"({found.state.value}) {outcome.state.value} on {evidence.kind.value} "
                   f"evidence was {'refused' if error else 'accepted'}",
                   attempt=_attempt(found), error=type(error).__name__ if error else None)
+
+    def on_resubmit(self, found: ServiceJobAttempt | None, proof: Evidence,
+                    result: ServiceJobAttempt | None, error: BaseException | None) -> None:
+        """Re-judge one begin_resubmit from the attempt its transaction found: authorised
+        exactly when the proof allows another transmission, and then one more of them."""
+        if found is None:
+            return
+        allowed = _resubmit_proved(found, proof)
+        if allowed:
+            ok = (error is None and result is not None
+                  and result.state is ServiceState.SUBMITTING
+                  and result.transmissions == found.transmissions + 1)
+        else:
+            ok = error is not None
+        if ok:
+            return
+        job = f", provider job {found.provider_job_id}" if found.provider_job_id else ""
+        self.fail("service_resubmit_honoured", f"a re-submit of attempt {found.id} "
+                  f"({found.state.value}, transmission {found.transmissions}{job}) on "
+                  f"{proof.kind.value} proof of transmission {proof.transmission} was "
+                  f"{'refused' if error else 'authorised'}", attempt=_attempt(found),
+                  error=type(error).__name__ if error else None)
 
     def on_indeterminate(self, found: ServiceJobAttempt | None, evidence: Evidence,
                          result: ServiceJobAttempt | None, error: BaseException | None) -> None:

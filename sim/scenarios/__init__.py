@@ -66,6 +66,7 @@ def _load_builtin() -> None:
         long_stream,
         mutations,
         restarts,
+        resubmit_race,
         service,
         session_race,
         step_burst,
