@@ -566,6 +566,18 @@ def test_a_withdrawal_that_misnumbers_its_failure_is_caught() -> None:
     assert run_simulation(seed, "withdrawn_jobs", "swarm").ok
 
 
+def test_a_resubmit_refused_for_a_known_provider_job_is_caught() -> None:
+    """A worker acting on an old "unknown" lookup answer after others recorded the
+    provider job and found it gone meets an INDETERMINATE attempt holding that job: a
+    same-key replay proof re-submits it (sim.work_checks, service_resubmit_honoured).
+    The break refuses it, as the surviving mutant of rules.py:108 did; the same seed
+    holds unbroken."""
+    seed, _, message = _first_violation("resubmit_race", "replay_refused_with_job",
+                                        range(1, 8), "service_resubmit_honoured")
+    assert "provider job" in message and "same_key_replay" in message and "refused" in message
+    assert run_simulation(seed, "resubmit_race", "swarm").ok
+
+
 def test_a_linger_that_outlasts_a_barrier_is_caught() -> None:
     """A barrier ends a Step writer's linger (sim.event_checks, barrier_ends_linger): the
     break's linger ignores a lone barrier, so a parking hop's flush waits it out."""
