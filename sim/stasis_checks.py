@@ -107,6 +107,9 @@ SEVERAL_APPROVALS = "bottleneck: several approvals requested in one round; none 
 CHAIN_LIMIT = f"bottleneck: approval chain limit of {MAX_CONSENT_ROUNDS} rounds reached"
 
 LOST_STASIS_ERRORS = ("stasis lost", "invalid checkpoint:")
+GATE_BOUNDS = {"rounds": (0, 10), "approvals": (1, 5)}
+"""The checker's copy of the consent_gate content the Pattern declares valid (rounds
+asked, approvals per round): a Run of such content never fails its own decode."""
 """Failures of a resume that found no valid checkpoint of its own Run
 (runtime/graph/runner.py, runtime/stasis/waits.py). "invalid checkpoint state" is not
 one: the document was the Run's own, its Pattern refused the state in it."""
@@ -165,6 +168,8 @@ class StasisChecks:
                               f"refused: {error[:160]}", run=str(run.id))
         if error.startswith(LOST_STASIS_ERRORS):
             self._stasis_kept(run, error)
+        if run.pattern == "consent_gate":
+            self._gate_failed(run, error)
         if run.pattern == "hardware":
             self._hardware_failed(run, error)
         elif run.pattern == "delegate" and error.startswith("RuntimeError: delegated job "):
@@ -201,6 +206,17 @@ class StasisChecks:
                               f"{expected} after {asked} decided consents", run=str(run.id))
         elif "verdicts" in expected:
             self._gate_effects(run, statuses)
+
+    def _gate_failed(self, run: Run, error: str) -> None:
+        """gate_outcome: content within the Pattern's declared bounds is a valid gate, so
+        its Run never fails validating that content (a bound moved, M9)."""
+        content = run.intent.content
+        inside = all(isinstance(content.get(k, lo), int) and lo <= content.get(k, lo) <= hi
+                     for k, (lo, hi) in GATE_BOUNDS.items())
+        if inside and "validation error" in error:
+            self.checker.fail("gate_outcome", f"consent_gate Run {run.id} ({content}) failed "
+                              f"validating content within the gate's bounds: {error[:160]!r}",
+                              run=str(run.id))
 
     def _gate_effects(self, run: Run, statuses: list[str]) -> None:
         """gate_effects_follow_verdicts: round n (1-based) applies `approved-n` only when its
