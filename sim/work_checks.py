@@ -935,6 +935,14 @@ class ServiceChecks:
     def _check_prepares(self) -> None:
         """A changed payload for a key is refused; the same payload never is."""
         store = self.world.services
+        for rec in self.world.trace.records("service.corrupt"):
+            # The requester's record edited under its sealed digest (or stripped of its
+            # key) must not validate: a validator that reseals it over the edited request
+            # makes the forgery consistent, so no later prepare could tell (M9).
+            if rec["event"] == "service.corrupt" and rec["data"]["outcome"] == "accepted":
+                self.fail("service_digest_sealed", f"a record of key {rec['data']['key']} "
+                          "whose request no longer matches its digest, or without its key, "
+                          "validated", key=rec["data"]["key"])
         for rec in self.world.trace.records("service.prepare"):
             if rec["event"] != "service.prepare":
                 continue
