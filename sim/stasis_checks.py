@@ -176,6 +176,14 @@ class StasisChecks:
             self._delegate_failed(run, error)
         elif run.pattern == "service_call" and error.startswith("RuntimeError: service attempt "):
             self._service_failed(run, error)
+        elif run.pattern == "service_call" and "validation error" in error \
+                and not error.startswith(LOST_STASIS_ERRORS):
+            # Its content has no bound a client could miss: a record the hop builds itself
+            # (the attempt and its owner) that fails validation names no owner's end (an
+            # owner's station-attempt bound moved past the first hop's 0, M9).
+            self.checker.fail("wait_result_is_owner", f"service_call Run {run.id} failed "
+                              f"validating a record of its own hop: {error[:160]!r}",
+                              run=str(run.id))
 
     def _stasis_kept(self, run: Run, error: str) -> None:
         """stasis_kept: a lost or invalid checkpoint is excused only by a misfiled write
