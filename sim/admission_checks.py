@@ -36,6 +36,11 @@ client sees it across the process boundary:
   told RetentionFailed only if its held generation is FAILED (another owner
   failed it first) or a fault struck its release; never while the admission
   it released goes on to run.
+- `admission_pins_latest`: an Intent of a Pattern the admitting registry holds
+  is never refused as unknown, and its new Run is pinned to that registry's
+  highest version of that same Pattern (a rolling upgrade's newer registry
+  pins the newer version; a name test read as an order pinned another
+  Pattern's, M9).
 
 Nothing here draws a random number or awaits a clock, so watching changes no
 trace of an unbroken runtime.
@@ -50,9 +55,10 @@ from uuid import UUID
 import anyio
 
 from runtime.engine import RetentionHook, Submission
-from runtime.errors import IdempotencyConflict, InvalidIntent, SessionBusy
+from runtime.errors import IdempotencyConflict, InvalidIntent, SessionBusy, UnknownPattern
 from runtime.events import repair
 from runtime.models import DeliveryState, Intent, Run, RunDelivery, RunStatus
+from runtime.registry import WorkflowRegistry
 from runtime.sessions import KeyedLocks
 
 if TYPE_CHECKING:
@@ -91,10 +97,17 @@ INVARIANTS = (
      "once: its same-key admissions are serialised, so retention happens once at a time per "
      "process", "seed 000 'Admission and exact claim' (one-process single flight per key); "
      "runtime/sessions.py"),
+    ("admission_pins_latest", "an Intent naming a Pattern the admitting engine's registry "
+     "holds is never refused as UnknownPattern, and the Run it admits is pinned to that "
+     "registry's highest version of that very Pattern (not another Pattern's)",
+     "seed 000 'Admission and exact claim' (admission pins the Pattern version)"),
     ("admission_locks_released", "after heal no live boot holds or keeps a per-key admission "
      "or evidence-repair lock: a key's lock is dropped once nobody holds or waits on it",
      "runtime/sessions.py KeyedLocks; seed 000 'Admission and exact claim'"),
 )
+
+MAX_PATTERN_VERSION = 20
+"""The highest Pattern version the checker looks up (every registry holds 1 or 2)."""
 
 MALFORMED: tuple[tuple[str, Any], ...] = (
     ("pattern", ""),
@@ -150,6 +163,28 @@ class AdmissionChecks:
         """admission_publishes, as a submit returns; `since` is the trace length at its start."""
         self.checker._guarded(lambda: self._publishes(submission, since))
         self.checker._guarded(lambda: self._replay_not_created(submission, since))
+
+    def pins_latest(self, registry: WorkflowRegistry, intent: Intent,
+                    submission: Submission | None, refused: BaseException | None) -> None:
+        """admission_pins_latest, as a submit through an engine over `registry` returns
+        `submission` or is refused with `refused`. The checker's own reading of the
+        registry: every version it pins of that name, by exact lookup."""
+        versions = [v for v in range(1, MAX_PATTERN_VERSION + 1)
+                    if registry.pinned(intent.pattern, v) is not None]
+        if not versions:
+            return
+        if isinstance(refused, UnknownPattern):
+            self.checker.fail("admission_pins_latest", f"an Intent of {intent.pattern} was "
+                              f"refused as unknown though its registry holds versions "
+                              f"{versions}", pattern=intent.pattern)
+        if submission is None or not submission.created:
+            return
+        run = submission.run
+        if (run.pattern, run.pattern_version) != (intent.pattern, max(versions)):
+            self.checker.fail("admission_pins_latest", f"an Intent of {intent.pattern} "
+                              f"admitted Run {run.id} pinned to {run.pattern}@"
+                              f"{run.pattern_version}; the registry's latest is "
+                              f"{intent.pattern}@{max(versions)}", run=str(run.id))
 
     def _replay_not_created(self, submission: Submission, since: int) -> None:
         if not submission.created:

@@ -38,6 +38,7 @@ from runtime.errors import (
     RetentionFailed,
     SessionBusy,
     StopUnproven,
+    UnknownPattern,
 )
 from runtime.events.bus import EventBus
 from runtime.events.channel import ResyncReason, RunChannel, Subscription
@@ -80,6 +81,7 @@ from runtime.recovery import supervisor as supervisor_module
 from runtime.recovery.boot_lease import BootLeaseKeeper
 from runtime.recovery.deliveries import DeliveryRecovery, DeliveryVerdict
 from runtime.recovery.relay import Relays
+from runtime.registry import Pattern, WorkflowRegistry
 from runtime.seams import Deps, JobStatus
 from runtime.service import ServiceContext
 from runtime.service import attempts as service_attempts
@@ -247,6 +249,15 @@ def _records_unscoped(
     """The admission's records with a keyed Run's idempotency scope left out."""
     run, delivery = RULE_BREAKS.unbroken(_records_unscoped)(self, intent, run_id, held)
     return run.model_copy(update={"idempotency_scope": None}), delivery
+
+
+def _oldest_version(self: WorkflowRegistry, name: str) -> Pattern:
+    """Admission pins the oldest registered version of a Pattern, not its latest: a
+    newer release's admissions run the version the older boots also hold."""
+    versions = [v for (n, v) in self._patterns if n == name]
+    if not versions:
+        raise UnknownPattern(name)
+    return self._patterns[(name, min(versions))]
 
 
 def _validated_unreported(intent: Intent) -> Intent:
@@ -1202,6 +1213,7 @@ RULE_BREAKS = BreakTable({
     "sessionless_fenced": (RunEngine, "_fence_session", _fence_sessionless_too),
     "held_without_owner": (RunEngine, "_records", _records_without_holder),
     "keyed_run_unscoped": (RunEngine, "_records", _records_unscoped),
+    "admission_pins_oldest": (WorkflowRegistry, "latest", _oldest_version),
     "retention_refused_after_release": (RunEngine, "_still_admitted",
                                         staticmethod(_refuse_unless_failed)),
     "conflict_without_key": (engine_module, "IdempotencyConflict", _conflict_without_key),

@@ -118,6 +118,12 @@ RULES: tuple[Rule, ...] = (
          "before it returns, a replay too for a delivery it finds PENDING; only a failed "
          "publish or acknowledgement leaves the hop to the delivery relay",
          ("admission_publishes",), ("basic",), (_b("submit_leaves_publish_to_relay", "basic", 1),)),
+    Rule("admission.pins_latest", S000, "Admission and exact claim",
+         "admission pins the latest version of the Pattern the Intent names, in the "
+         "admitting engine's registry: a newer release pins its newer version, and no "
+         "registered Pattern is refused as unknown",
+         ("admission_pins_latest",), ("rolling_upgrade", "runtime_mutation"),
+         (_b("admission_pins_oldest", "rolling_upgrade", 1),)),
     Rule("admission.replay_not_created", S000, "Admission and exact claim",
          "a replay of a keyed admission returns the existing Run and says so: created=True "
          "only for the call that admitted it",

@@ -74,6 +74,7 @@ class Client:
                 sub, lambda boot: boot.engine.submit(intent, checks.watched(boot, retain)))
             outcome, run_id = "admitted", str(result.run.id)
             checks.submit_returned(result, since)
+            checks.pins_latest(self.world.registry, intent, result, None)
             if intent.idempotency_key is not None:
                 self.admitted.setdefault(result.run.id, sub)
         except (Unavailable, LedgerUnavailable) as exc:
@@ -82,6 +83,7 @@ class Client:
                 self.owed.append(sub)
         except RuntimeEngineError as exc:
             outcome = type(exc).__name__
+            checks.pins_latest(self.world.registry, intent, None, exc)
             if isinstance(exc, IdempotencyConflict | HeldWithoutOwner):
                 run_id = str(exc.run_id)  # the admission it was refused against
             if isinstance(exc, IdempotencyConflict):

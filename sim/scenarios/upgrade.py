@@ -65,10 +65,13 @@ class Upgrader:
 
     async def _submit(self, intent: Intent) -> tuple[str, str | None]:
         """One attempt, unkeyed: a lost answer is not retried (the relay publishes)."""
+        checks = self.world.checker.admission_checks
         try:
             sub = await self.world.request(lambda boot: self._engine(boot).submit(intent))
         except (Unavailable, LedgerUnavailable, RuntimeEngineError) as exc:
+            checks.pins_latest(self.registry, intent, None, exc)
             return type(exc).__name__, None
+        checks.pins_latest(self.registry, intent, sub, None)
         return "admitted", str(sub.run.id)
 
 

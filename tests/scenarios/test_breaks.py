@@ -771,3 +771,12 @@ def test_same_key_admissions_not_single_flighted_are_caught() -> None:
                                                 range(1, 10), "admission_single_flight")
     assert "second retention hook" in message
     assert run_simulation(seed, "admission_race", "swarm").ok
+
+
+def test_an_admission_that_pins_the_oldest_version_is_caught() -> None:
+    """A rolling upgrade's newer engine must pin its newer echo and two_step (issue M9:
+    `latest` reading the Pattern name as an order pinned another Pattern's version)."""
+    seed, _, message = _first_violation("rolling_upgrade", "admission_pins_oldest",
+                                        range(1, 10), "admission_pins_latest")
+    assert "the registry's latest is" in message
+    assert run_simulation(seed, "rolling_upgrade", "swarm").ok
