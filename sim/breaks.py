@@ -643,6 +643,15 @@ async def _first_page_only(
         yield run
 
 
+async def _service_refire_inverted(engine: RunEngine, run: Run) -> object:
+    """Startup's service wait pass with its verdict read backwards (the negated
+    `if await refresh_service(...)` mutant): the report names the waits it left
+    parked as refired and leaves out those it re-admitted (caught by
+    startup_refired_true)."""
+    resumed = await BREAKS.unbroken(_service_refire_inverted)(engine, run)
+    return None if resumed else run
+
+
 async def _forward_never_moves(self: PageScheduler, read: PageReader, visit: Visit) -> int:
     """A relay page scheduler whose forward cursor never leaves the first page: a Run
     past it is never visited by any relay pass."""
@@ -771,6 +780,8 @@ BREAKS = BreakTable({
     "relay_cursor_rounded_down": (PageScheduler, "_read_page", _cursor_rounded_down),
     "dequeued_ack_skipped": (DeliveryRecovery, "_dequeued", _dequeued_unacknowledged),
     "finished_job_fenced": (DeliveryRecovery, "recover", _finished_job_fencing),
+    # The startup report's refired list (issue M9; sim.startup_checks).
+    "service_refire_inverted": (reconcile, "refresh_service", _service_refire_inverted),
 })
 BREAKS.merge(RULE_BREAKS)  # one break per seed rule: sim.rules lists what each violates
 # A zombie's hop is fenced twice: orphan recovery aborts its broker job (the worker

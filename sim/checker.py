@@ -947,6 +947,7 @@ class Checker:
     def on_reconcile_started(self, boot: int) -> None:
         """Boot `boot`'s reconciliation begins (past its reconcile.started point)."""
         self.page_checks.on_reconcile_started(boot)
+        self.startup_checks.on_reconcile_started(boot)
 
     def on_startup_done(self, boot: int, degraded: bool, visited: Collection[UUID] = (),
                         cleanup_owed: Collection[UUID] = ()) -> None:
@@ -956,10 +957,15 @@ class Checker:
         self._guarded(lambda: self.startup_checks.on_startup_done(boot, degraded))
         self._guarded(lambda: self.page_checks.on_startup_done(boot, visited, cleanup_owed))
 
-    def on_startup_report(self, boot: int, deliveries: Mapping[str, Collection[UUID]]) -> None:
-        """Boot `boot`'s reconciliation reported these delivery verdicts (it serves next,
-        or the strict profile refuses)."""
-        self._guarded(lambda: self.startup_checks.on_report(boot, deliveries))
+    def on_startup_report(self, boot: int, deliveries: Mapping[str, Collection[UUID]],
+                          refired: Collection[UUID] = ()) -> None:
+        """Boot `boot`'s reconciliation reported these delivery verdicts and these
+        refired Runs (it serves next, or the strict profile refuses)."""
+        self._guarded(lambda: self.startup_checks.on_report(boot, deliveries, refired))
+
+    def on_readmit(self, boot: int, run_id: UUID) -> None:
+        """Boot `boot`'s readmit_after_* of `run_id` committed and was answered."""
+        self.startup_checks.on_readmit(boot, run_id)
 
     def on_delivery_read(self, delivery: RunDelivery | None) -> None:
         """The current task read this delivery row (`Ledger.get_delivery`, as it saw it)."""
@@ -978,6 +984,7 @@ class Checker:
         """Boot `boot`'s ledger seam returns a page of Runs (`Ledger.page_runs`) read
         after `cursor`."""
         self._guarded(lambda: self.page_checks.on_page(boot, statuses, page, cursor))
+        self.startup_checks.on_page(boot, statuses)
 
     def on_claim(self, boot_id: str, delivery: RunDelivery | None) -> None:
         """As a claim commits (before the claimant hears of it)."""

@@ -411,6 +411,12 @@ RULES: tuple[Rule, ...] = (
          "one whose row is out of step as mismatched, never the one for the other",
          ("delivery_verdict_true",), ("degraded_startup",),
          (_b("mismatch_called_corrupt", "degraded_startup", 5),)),
+    Rule("startup.refired_true", S000, "Cancellation, mutation, and recovery",
+         "startup reports as refired exactly the consent, delegate and service waits its wait "
+         "pass re-admitted (the decided consents, terminal delegated jobs and terminal "
+         "attempts), never one it left parked nor one it resumed unreported",
+         ("startup_refired_true",), ("service_wait",),
+         (_b("service_refire_inverted", "service_wait", 1),)),
     Rule("relays.stranded_job_redelivered", S000, "Cancellation, mutation, and recovery",
          "a hop job a dead boot dequeued and never claimed is retired and its Run rotated to "
          "a fresh sequence by the next startup or relay, never left for the broker's "

@@ -24,7 +24,15 @@ the proxies report each one here as it is injected. Two rules follow:
 - `redelivered_promptly` (issue 15, M11): a hop job that a boot dequeued
   and died holding, its Run never claimed, is retired and re-delivered by a
   later boot; the broker's heartbeat sweep ending it under a boot that has
-  served for a while means recovery waited minutes for nothing.
+  served for a while means recovery waited minutes for nothing;
+- `startup_refired_true` (M9): the Runs a startup report lists as refired
+  are exactly those whose consent, delegate or service wait that startup's
+  own wait pass re-admitted: each `readmit_after_*` transaction its
+  reconciliation task committed, and was answered, while it paged the
+  AWAITING_CONSENT, AWAITING_DELEGATE and AWAITING_SERVICE Runs. A re-admission
+  made by orphan recovery (a window parked on an already decided consent) is
+  not a refire, and one whose answer was lost (an ambiguous commit, retried
+  into a refusal) the startup cannot know of.
 
 Like the rest of the checker these read only durable records, the broker's
 own books and what the fault proxies injected; violations go through
@@ -39,6 +47,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+import trio
+
 from runtime.keys import parse_hop_key
 from runtime.models import DeliveryState, RunStatus
 from runtime.seams import JobStatus
@@ -48,6 +58,10 @@ if TYPE_CHECKING:
 
 WAITING = (JobStatus.NEW, JobStatus.DEFERRED, JobStatus.QUEUED)
 """Broker statuses of a job no worker has taken yet."""
+
+WAITS = frozenset({RunStatus.AWAITING_CONSENT, RunStatus.AWAITING_DELEGATE,
+                   RunStatus.AWAITING_SERVICE})
+"""The statuses of startup's wait pass (consent, delegate, service re-admission)."""
 
 PROMPT_S = 30.0
 """Serving time within which a boot must have re-delivered a stranded job: its
@@ -77,6 +91,10 @@ INVARIANTS = (
      f"while its Run waits QUEUED and a boot has served for {PROMPT_S:g} s",
      "issue 15, M11 item 3 (no wait for SAQ's sweep); seed 000 'Cancellation, mutation, "
      "and recovery' (exact-key rules)"),
+    ("startup_refired_true", "a startup report lists as refired exactly the waiting Runs "
+     "(consent, delegate, service) whose wait its own wait pass re-admitted, each as often "
+     "as it did", "seed 000 'Cancellation, mutation, and recovery' (startup re-admits "
+     "decided consents, terminal delegated waits and proven service waits)"),
 )
 
 
@@ -89,6 +107,34 @@ class StartupChecks:
     """Per boot number: hop keys whose delivery row it read out of step with the Run."""
     ready_at: dict[int, datetime] = field(default_factory=dict)
     """Per boot number: when it finished startup and began to serve."""
+    reconciling: dict[int, trio.lowlevel.Task] = field(default_factory=dict)
+    """Per boot number still reconciling: the task its reconciliation runs in."""
+    in_wait_pass: set[int] = field(default_factory=set)
+    """Boots whose reconciliation task last paged Runs of wait statuses only."""
+    readmitted: dict[int, list[UUID]] = field(default_factory=dict)
+    """Per boot number: the Runs its wait pass re-admitted (answered commits), in order."""
+
+    def on_reconcile_started(self, boot: int) -> None:
+        self.reconciling[boot] = trio.lowlevel.current_task()
+        self.readmitted[boot] = []
+
+    def _reconcile_task(self, boot: int) -> bool:
+        task = self.reconciling.get(boot)
+        return task is not None and task is trio.lowlevel.current_task()
+
+    def on_page(self, boot: int, statuses: Collection[RunStatus]) -> None:
+        """Boot `boot` read a page of Runs in `statuses`: its reconciliation task
+        is in the wait pass while it pages wait statuses only."""
+        if self._reconcile_task(boot):
+            if statuses and all(s in WAITS for s in statuses):
+                self.in_wait_pass.add(boot)
+            else:
+                self.in_wait_pass.discard(boot)
+
+    def on_readmit(self, boot: int, run_id: UUID) -> None:
+        """Boot `boot`'s readmit_after_* of `run_id` committed and was answered."""
+        if boot in self.in_wait_pass and self._reconcile_task(boot):
+            self.readmitted[boot].append(run_id)
 
     def on_start_unrecorded(self, boot: int, key: str) -> None:
         self.unrecorded.setdefault(boot, set()).add(key)
@@ -137,11 +183,14 @@ class StartupChecks:
             self.checker.fail("startup_degrades_honestly", f"boot {boot} started clean "
                               f"although it saw {what}", boot=boot, jobs=jobs, rows=rows)
 
-    def on_report(self, boot: int, deliveries: Mapping[str, Collection[UUID]]) -> None:
-        """delivery_verdict_true, as boot `boot`'s reconciliation report is read (it
-        serves, or the strict profile refuses). A Run still QUEUED then sits at the
-        sequence the startup judged: a corrupt or mismatched verdict rotates nothing,
-        and no other boot runs meanwhile, or it reads the same row."""
+    def on_report(self, boot: int, deliveries: Mapping[str, Collection[UUID]],
+                  refired: Collection[UUID] = ()) -> None:
+        """delivery_verdict_true and startup_refired_true, as boot `boot`'s
+        reconciliation report is read (it serves, or the strict profile refuses).
+        A Run still QUEUED then sits at the sequence the startup judged: a corrupt
+        or mismatched verdict rotates nothing, and no other boot runs meanwhile,
+        or it reads the same row."""
+        self._refired_true(boot, refired)
         ledger = self.checker.world.ledger
         for verdict, row_expected in (("corrupt", False), ("mismatched", True)):
             for run_id in sorted(deliveries.get(verdict, ()), key=str):
@@ -155,6 +204,27 @@ class StartupChecks:
                                       f"called Run {run_id} {verdict} although its delivery "
                                       f"{run.seq} {row}", boot=boot, run=str(run_id))
                     return
+
+    def _refired_true(self, boot: int, refired: Collection[UUID]) -> None:
+        self.reconciling.pop(boot, None)
+        self.in_wait_pass.discard(boot)
+        done = sorted(self.readmitted.pop(boot, []), key=str)
+        told = sorted(refired, key=str)
+        if told == done:
+            return
+        extra = [r for r in told if told.count(r) > done.count(r)]
+        if extra:
+            run, times = extra[0], done.count(extra[0])
+            did = f"re-admitted it only {times} times" if times else "never re-admitted it"
+            often = f" {told.count(run)} times" if told.count(run) > 1 else ""
+            self.checker.fail("startup_refired_true", f"boot {boot}'s startup reported Run "
+                              f"{run} refired{often} although its wait pass {did}",
+                              boot=boot, run=str(run))
+            return
+        missed = next(r for r in done if done.count(r) > told.count(r))
+        self.checker.fail("startup_refired_true", f"boot {boot}'s startup re-admitted the "
+                          f"wait of Run {missed} but did not report it refired",
+                          boot=boot, run=str(missed))
 
     def _queued_at(self, key: str) -> bool:
         run_id, seq = parse_hop_key(key)

@@ -228,7 +228,8 @@ class Boot(Incarnation):
             self.world.trace.emit("world", "boot.refused", reason=str(exc))
             refused = self.lifespan.status.report
             if isinstance(exc, StartupRefused) and refused is not None:
-                self.world.checker.on_startup_report(self.number, refused.deliveries)
+                self.world.checker.on_startup_report(self.number, refused.deliveries,
+                                                     refused.refired)
             self.crash(type(exc).__name__)
             raise ProcessCrashed(self.id) from exc
         except Exception as exc:
@@ -247,7 +248,7 @@ class Boot(Incarnation):
     def _started(self, status: LifespanStatus) -> None:
         report = status.report
         assert report is not None
-        self.world.checker.on_startup_report(self.number, report.deliveries)
+        self.world.checker.on_startup_report(self.number, report.deliveries, report.refired)
         self.world.trace.emit(
             "world", "startup.done", degraded=report.degraded,
             failed_orphans=len(report.failed_orphans),

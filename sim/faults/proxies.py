@@ -166,6 +166,12 @@ LEDGER_WRITES = (
 )
 
 
+READMITS = frozenset({"readmit_after_consent", "readmit_after_delegate",
+                      "readmit_after_service"})
+"""The owner-CAS re-admissions of a parked Run: each answered one goes to the checker
+(startup_refired_true)."""
+
+
 STEP_WRITES = frozenset({"append_step", "append_steps"})
 """The Step writer's appends: they meet its own faults (stall, failed append) and are
 not traced as transactions (a hop's Steps would drown the trace)."""
@@ -439,6 +445,8 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
         if tx_event is not None:
             changed = result is not None and result is not False
             world.trace.emit("ledger", tx_event, run_id=run_id, changed=changed)
+            if changed and name in READMITS:
+                world.checker.on_readmit(boot.number, args[0])
             if changed and world.leased:
                 world.checker.on_hop_write(boot, name, args)
         elif write and world.leased and result is not None and result is not False:

@@ -780,3 +780,13 @@ def test_an_admission_that_pins_the_oldest_version_is_caught() -> None:
                                         range(1, 10), "admission_pins_latest")
     assert "the registry's latest is" in message
     assert run_simulation(seed, "rolling_upgrade", "swarm").ok
+
+
+def test_a_startup_that_reports_its_service_refires_backwards_is_caught() -> None:
+    """runtime/recovery/reconcile.py: the negated `if await refresh_service(...)` (issue
+    M9) lists the service waits startup left parked as refired and leaves out those it
+    re-admitted (sim.startup_checks, startup_refired_true)."""
+    seed, _, message = _first_violation("service_wait", "service_refire_inverted",
+                                        range(1, 10), "startup_refired_true")
+    assert "refired although its wait pass never re-admitted it" in message
+    assert run_simulation(seed, "service_wait", "swarm").ok
