@@ -87,6 +87,10 @@ class SimProvider:
     busy_share: float = 0.0
     """Share of first transmissions of a key the provider refuses, slowly, as busy (a
     scenario sets it; heal clears it)."""
+    in_flight: float = 0.0
+    """Share of transmissions that travel 1-15 s before they reach the provider, so a
+    lookup or cancel meanwhile finds nothing and the job starts after it (a scenario
+    sets it; heal clears it). The answer follows the landing."""
     slow_replies: float = 0.0
     """Share of lookups and submits whose answer reaches the process 5-20 s late (inside
     the 30 s deadline): it tells what the provider held when it answered, not on arrival
@@ -116,6 +120,7 @@ class SimProvider:
         self.hidden_until.clear()
         self.busy_share = 0.0
         self.slow_replies = 0.0
+        self.in_flight = 0.0
 
     def receive(self, sub: ServiceSubmission) -> str:
         """A transmission arrives: replay the key's job, or start a new one (an effect)."""
@@ -242,6 +247,12 @@ class SimDriver:
             await self._answer(5.0, 25.0)
             raise SubmitRejected("the provider is busy and refused the request unstarted")
         slow = fault is None and self._slow()
+        if fault is None and provider.in_flight > 0 \
+                and self.world.streams.actors.random() < provider.in_flight:
+            delay = round(self.world.streams.actors.uniform(1.0, 15.0), 3)
+            self.world.trace.emit("provider", "provider.in_flight", key=submission.idempotency_key,
+                                  transmission=submission.transmission, delay=delay)
+            await anyio.sleep(delay)  # sent, not yet received: the effect comes later
         job_id = provider.receive(submission)
         if fault is FaultKind.PROVIDER_DUPLICATE:
             provider.receive(submission)

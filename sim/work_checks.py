@@ -886,6 +886,14 @@ class ServiceChecks:
 
     def on_provider_effect(self, key: str) -> None:
         started = self.world.provider.by_key.get(key, [])
+        store = self.world.services
+        attempt_id = store.key_index.get(key)
+        a = store.attempt_table.get(attempt_id) if attempt_id is not None else None
+        if a is not None and a.state is ServiceState.CANCELLED:
+            # CANCELLED claimed containment: no effect of the key may start after it.
+            self.fail("service_cancel_contained", f"key {key} started provider job "
+                      f"{started[-1]} after attempt {a.id} settled CANCELLED",
+                      attempt=_attempt(a))
         if len(started) > 1:
             self.fail("service_single_effect", f"key {key} started {len(started)} provider "
                       f"jobs: {', '.join(started)}", key=key)

@@ -62,6 +62,7 @@ def _load_builtin() -> None:
         basic,
         events,
         lapsed_lease,
+        late_transmission,
         leased_jobs,
         long_stream,
         mutations,

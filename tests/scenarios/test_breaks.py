@@ -260,6 +260,22 @@ def test_a_quarantined_scenario_runs_by_name_but_not_in_all() -> None:
         del SCENARIOS[held.name]
 
 
+def test_a_late_transmission_is_a_known_containment_gap() -> None:
+    """Quarantined `late_transmission`: a transmission that lands after a truthful
+    absence lookup let a cancel settle the attempt CANCELLED starts a provider job
+    behind CANCELLED (sim.work_checks on_provider_effect, service_cancel_contained).
+    When the runtime or the driver contract closes the gap, this test changes and the
+    scenario leaves quarantine."""
+    from sim.scenarios import SCENARIOS, resolve
+
+    resolve("all")
+    assert SCENARIOS["late_transmission"].quarantined
+    result = run_simulation(5, "late_transmission", "swarm")
+    assert result.violation is not None
+    assert result.violation.invariant == "service_cancel_contained"
+    assert "after attempt" in result.violation.message
+
+
 def test_skewed_sweep_is_back_in_all() -> None:
     """Its liveness gap is fixed (the relay recovers a hop of the live boot whose
     job a sweep aborted), so `all` campaigns and the gate run it again."""
