@@ -676,7 +676,7 @@ RULES: tuple[Rule, ...] = (
          "and a same-key replay is not refused for holding one (a worker acting on an old "
          "lookup answer after others recorded the job and found it gone)",
          ("service_resubmit_honoured",), ("resubmit_race",),
-         (_b("replay_refused_with_job", "resubmit_race", 4),)),
+         (_b("replay_refused_with_job", "resubmit_race", 5),)),
     Rule("service.bad_input", S000, "Service job attempts",
          "an attempt record that arrives without its binding or its request fails "
          "validation naming the missing field (not an error out of the digest filler), "
