@@ -6,7 +6,8 @@
   checker reads these records; it never reads the worker's memory.
 - `SimModelClient`: one worker process's ModelClient. A call may hang past the
   45 s deadline, have its reply lost after the provider did (and billed) the
-  work, fail retryably, or find its process dead or frozen when it returns.
+  work, fail retryably, answer with an output that is not a bundle (MALFORMED),
+  or find its process dead or frozen when it returns.
 - `SimJobStore`: the JobStore seam of one process (or of an external actor,
   `proc=None`) over the world's durable MemoryJobStore, with storage faults,
   stalls and crashes rolled at `jobs.<method>`; every committed write goes to
@@ -53,12 +54,37 @@ MODEL_KINDS = (
     FaultKind.MODEL_HANG,
     FaultKind.MODEL_REPLY_LOST,
     FaultKind.ACTOR_FAIL,
+    FaultKind.MODEL_MALFORMED,  # last, and from the side stream: no other draw moves
 )
 STORE_READ = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_LATENCY)
 STORE_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKind.LEDGER_LATENCY)
 
 Pace = Callable[[random.Random], tuple[float, bool]]
 """Draws one model call's duration (s) and whether the model is overloaded."""
+
+
+def _needs(value: Any) -> Callable[[dict[str, Any]], Any]:
+    return lambda out: {**out, "needs": value}
+
+
+MALFORMED: tuple[tuple[str, Callable[[dict[str, Any]], Any]], ...] = (
+    ("needs_number", _needs(3)),
+    ("needs_list", _needs(["review"])),
+    ("needs_unknown", _needs("approval")),
+    ("not_an_object", lambda out: [out]),
+    ("assertions_not_a_list", lambda out: {**out, "assertions": "subject: value"}),
+    ("assertion_not_an_object", lambda out: {**out, "assertions": [
+        *out["assertions"], "subject: value"]}),
+    ("unknown_field", lambda out: {**out, "confidence": 0.5}),
+)
+"""The shapes of a malformed model output (MODEL_MALFORMED), each one the bundle
+validator must reject: the well-formed reply, rewritten. Which one a call gets is a
+function of the call (its job id and call number), so a replayed plan gives the same."""
+
+
+def malformed_kind(request: ModelRequest) -> str:
+    return MALFORMED[(request.job_id.int + request.call) % len(MALFORMED)][0]
+
 
 CallKey = tuple[UUID, int, int]
 """(job id, interpretation, reserved call number): one model call."""
@@ -74,6 +100,8 @@ class ModelCall:
     """What the provider consumed (known to the provider, not to the worker)."""
     returned: Usage | None = None
     """The usage a live worker received with a reply or an error; None = unknown."""
+    malformed: str | None = None
+    """The MALFORMED shape the reply's output has; None: a well-formed bundle."""
 
 
 @dataclass
@@ -136,6 +164,10 @@ class SimModelClient:
             await anyio.sleep_forever()
         reply = self.reference.reply(request)
         record.billed = reply.usage
+        if fault is FaultKind.MODEL_MALFORMED:
+            record.malformed = malformed_kind(request)
+            rewrite = dict(MALFORMED)[record.malformed]
+            reply = reply.model_copy(update={"output": rewrite(reply.output)})
         if fault is FaultKind.MODEL_REPLY_LOST:
             record.outcome = "lost"
             raise ConnectionResetError("the model answered but the reply was lost")

@@ -53,11 +53,14 @@ from runtime.jobs import models as job_models
 from runtime.jobs import rules as job_rules
 from runtime.jobs import worker as jobs_worker
 from runtime.jobs.errors import JobConflict, JobError, LeaseExpired
+from runtime.jobs.model import InvalidOutput, ModelReply, read_bundle
 from runtime.jobs.models import (
     AttemptEvent,
+    AttemptFailure,
     EventKind,
     EvidenceRecord,
     JobPolicy,
+    JobState,
     LeasedJob,
     Refusal,
     Usage,
@@ -704,6 +707,39 @@ async def _attempt_without_size_check(self: Any) -> LeasedJob:
     return await RULE_BREAKS.unbroken(_attempt_without_size_check)(self)
 
 
+def _lenient_bundle(output: Any) -> tuple[JobState, dict[str, Any]]:
+    """A bundle validator that mends what it should refuse: a malformed output is staged
+    published with whatever assertions objects it holds (the jobs-group mutants of
+    read_bundle's shape checks that let a bad shape through)."""
+    try:
+        return RULE_BREAKS.unbroken(_lenient_bundle)(output)
+    except InvalidOutput:
+        found = output.get("assertions") if isinstance(output, dict) else None
+        kept = [a for a in found if isinstance(a, dict)] if isinstance(found, list) else []
+        return JobState.PUBLISHED, {"assertions": kept, "needs": None}
+
+
+async def _invalid_output_retried(self: Any, reply: ModelReply) -> LeasedJob:
+    """A worker that takes an invalid model output for a passing fault: the attempt
+    schedules a retry (another call may answer well) instead of failing the job."""
+    try:
+        read_bundle(reply.output)
+    except InvalidOutput as exc:
+        return cast(LeasedJob, await self._retry(AttemptFailure(
+            reason=f"invalid model output: {exc}", usage=reply.usage)))
+    return await RULE_BREAKS.unbroken(_invalid_output_retried)(self, reply)
+
+
+async def _invalid_output_abandoned(self: Any, reply: ModelReply) -> LeasedJob:
+    """A worker that drops an invalid model output and goes on: the attempt is left open
+    until its lease lapses (another worker's call may then answer well)."""
+    try:
+        read_bundle(reply.output)
+    except InvalidOutput:
+        return cast(LeasedJob, await self._current())
+    return await RULE_BREAKS.unbroken(_invalid_output_abandoned)(self, reply)
+
+
 class _AnyVersion:
     """The worker's view of its model claiming whatever version the job asks for: the
     pre-call version check never hands the attempt back."""
@@ -1270,6 +1306,9 @@ RULE_BREAKS = BreakTable({
     "size_check_skipped": (jobs_worker._Attempt, "run", _attempt_without_size_check),
     "reprocess_keeps_budgets": (job_rules, "decide_reprocess", _reprocess_keeps_budgets),
     "model_version_unchecked": (jobs_worker._Attempt, "run", _attempt_any_model_version),
+    "malformed_output_staged": (jobs_worker, "read_bundle", _lenient_bundle),
+    "invalid_output_retried": (jobs_worker._Attempt, "_stage", _invalid_output_retried),
+    "invalid_output_abandoned": (jobs_worker._Attempt, "_stage", _invalid_output_abandoned),
     "evidence_digest_of_prefix": (job_models, "digest_text", _digest_of_prefix),
     "refused_usage_relabelled": (job_rules, "interpretation_of", _interpretation_now),
     "receipt_refuses_repeats": (job_rules, "decide_receive", _receipt_refuses_repeats),

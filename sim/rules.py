@@ -246,6 +246,15 @@ RULES: tuple[Rule, ...] = (
          "output never fails its job as invalid",
          ("interpretation_is_reply",), ("leased_jobs", "lapsed_lease"),
          (_b("needs_ignored", "leased_jobs", 1),)),
+    Rule("jobs.malformed_output_fails", S004, "Durable states",
+         "a model output that is not a bundle (not an object, assertions not a list of "
+         "objects, an unknown field, a `needs` that is neither null nor a named dependency) "
+         "is never staged: the attempt fails the job as invalid model output and the "
+         "evidence stays",
+         ("malformed_reply_failed",), ("leased_jobs", "lapsed_lease"),
+         (_b("malformed_output_staged", "leased_jobs", 1),
+          _b("invalid_output_retried", "leased_jobs", 1),
+          _b("invalid_output_abandoned", "leased_jobs", 1))),
     Rule("admission.released_pin", S000, "Admission and exact claim",
          "admission pins each Run to the version this release ships of its Pattern, and a "
          "Run ends DONE only under that pin: the declared versions stay what earlier "

@@ -185,10 +185,16 @@ INVARIANTS = (
      "expired-lease events of a job)"),
     ("interpretation_is_reply", "every staged interpretation holds the model's reply as "
      "its bundle, in the state that reply names (published, or waiting on its `needs`), "
-     "and is accepted exactly when published; a well-formed reply (the simulated model "
-     "sends no other) never fails its job as invalid model output",
+     "and is accepted exactly when published; a well-formed reply never fails its job as "
+     "invalid model output",
      "seed 004 'Durable states' (a model output is validated and staged as published or "
      "waiting on a named dependency)"),
+    ("malformed_reply_failed", "a model reply whose output is not a bundle (not an object; "
+     "assertions not a list of objects; an unknown field; `needs` neither null nor one of "
+     "ontology, identity, review) is never staged: the attempt that received it closes "
+     "only by failing the job as invalid model output, and an attempt whose worker went "
+     "on (its run_once returned) did ask for that failure",
+     "seed 004 'Durable states' (a model output is validated before it is staged)"),
     ("reprocess_next_interpretation", "jobs.reprocess is accepted only for a job whose "
      "processing ended, and starts exactly the next interpretation, queued, unleased, with "
      "fresh budgets", "seed 004 'Shutdown and supervision' (jobs.reprocess creates another "
@@ -244,6 +250,9 @@ class JobChecks:
         """Claims (fence increments) seen per (job, interpretation)."""
         self.retry_calls: set[tuple[UUID, int]] = set()
         """(job, fence) attempts whose first schedule_retry call was seen."""
+        self.invalid_closes: set[tuple[UUID, int]] = set()
+        """(job, fence) attempts whose model call returned a malformed reply and whose
+        worker then asked to fail the job as invalid output (accepted or refused)."""
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         self.checker.fail(invariant, message, **records)
@@ -315,6 +324,12 @@ class JobChecks:
                           f"(fence {new.fence}) overwrote an earlier staging", job=_job(job))
             numbers.append(new.number)
             last_fence = new.fence
+            shape = self._malformed_at(job.id, new.fence)
+            if shape is not None:
+                self.fail("malformed_reply_failed", f"job {job.id}: interpretation "
+                          f"{new.number} was staged ({new.state.value}) from fence {new.fence}, "
+                          f"whose model call returned a malformed output ({shape})",
+                          job=_job(job))
             self._check_reading(job, new)
         if prev is not None and job.bundle != prev.bundle and job.bundle is not None \
                 and len(now) == len(before):
@@ -338,6 +353,40 @@ class JobChecks:
                       f"{str(new.bundle)[:160]}; the model's reply gives {state.value} with "
                       f"{str(bundle)[:160]}", job=_job(job))
 
+    def _call_of(self, job_id: UUID, fence: int) -> ModelCall | None:
+        """The model call the attempt at `fence` reserved (its STARTED event), as the
+        provider's books hold it; None: that attempt made no call."""
+        for e in self.world.jobs.event_log.get(job_id, ()):
+            if e.kind is EventKind.STARTED and e.call is not None and e.fence == fence:
+                return self.world.model.calls.get((job_id, e.interpretation, e.call))
+        return None
+
+    def _malformed_at(self, job_id: UUID, fence: int) -> str | None:
+        """The malformed shape of the reply the attempt at `fence` received (None: it
+        received none, or a well-formed one)."""
+        call = self._call_of(job_id, fence)
+        if call is None or call.outcome != "replied":
+            return None
+        return call.malformed
+
+    def _judge_malformed(self, name: str, args: tuple[Any, ...], found: LeasedJob,
+                         where: dict[str, Any]) -> None:
+        """malformed_reply_failed: the holder of a malformed reply only fails its job as
+        invalid output (a staging or any other closing of that attempt is a violation)."""
+        fence, owner = int(args[1]), str(args[2])
+        call = self._call_of(found.id, fence)
+        if call is None or call.outcome != "replied" or call.malformed is None \
+                or call.worker != owner:
+            return
+        reason = "" if name == "stage" else str(args[-2].reason)
+        if name == "fail" and reason.startswith(INVALID_OUTPUT):
+            self.invalid_closes.add((found.id, fence))
+            return
+        self.fail("malformed_reply_failed", f"jobs.{name} of job {found.id} fence {fence} by "
+                  f"{owner} after its model call returned a malformed output "
+                  f"({call.malformed}): {reason[:120] or 'the output was staged'}; the "
+                  "attempt must fail the job as invalid model output", **where)
+
     def _oversized(self, job: LeasedJob) -> bool | None:
         """Whether the job's preserved payload exceeds the model's context (None: no
         evidence, which evidence_kept judges)."""
@@ -354,7 +403,8 @@ class JobChecks:
             self.fail("payload_fits_context", f"job {job.id} staged a payload beyond the "
                       f"model's context of {self.world.model.context_limit}", job=_job(job))
         entered = prev is None or prev.state is not job.state or prev.error != job.error
-        if entered and (job.error or "").startswith(INVALID_OUTPUT):
+        if entered and (job.error or "").startswith(INVALID_OUTPUT) \
+                and self._malformed_at(job.id, job.fence) is None:
             self.fail("interpretation_is_reply", f"job {job.id} failed a well-formed model "
                       f"reply as {(job.error or '')[:160]!r}", job=_job(job))
         if entered and job.state is JobState.FAILED and not oversized \
@@ -408,6 +458,9 @@ class JobChecks:
             self._judge_reprocess(found, now, result, error)
             return
         fence, owner = int(args[1]), str(args[2])
+        where = {"job": _job(found), "fence": fence, "owner": owner, "op": name}
+        if name in ("stage", "fail", "schedule_retry", "exhaust"):
+            self._judge_malformed(name, args, found, where)
         live = found.lease_expires_at is not None and now < found.lease_expires_at
         reasons = {
             StaleFence: fence != found.fence,
@@ -416,7 +469,6 @@ class JobChecks:
             LeaseExpired: not live,
         }
         refused = isinstance(error, (StaleFence, AttemptClosed, NotLeaseOwner, LeaseExpired))
-        where = {"job": _job(found), "fence": fence, "owner": owner, "op": name}
         if refused:
             if not reasons[type(error)]:
                 self.fail("lease_honoured", f"jobs.{name} of job {found.id} fence {fence} by "
@@ -521,6 +573,7 @@ class JobChecks:
     def final(self, check_liveness: bool) -> None:
         self.after_write()
         self._check_attempt_log()
+        self._check_malformed_failed()
         self._check_usage()
         self._check_receipts()
         if check_liveness:
@@ -581,6 +634,24 @@ class JobChecks:
                     self.fail("usage_never_fabricated", f"job {job_id} fence {e.fence}: usage "
                               f"{record.returned.model_dump()} reached a live worker but is "
                               "not in the attempt log")
+
+    def _check_malformed_failed(self) -> None:
+        """An attempt that received a malformed reply and whose worker went on (its
+        run_once returned: it did not die meanwhile) asked to fail the job as invalid
+        output, even one whose lease had lapsed by then (that failure is refused)."""
+        closed = self._closed_attempts()
+        for job_id, events in self.world.jobs.event_log.items():
+            for e in events:
+                if e.kind is not EventKind.STARTED or e.call is None \
+                        or (job_id, e.fence) not in closed \
+                        or (job_id, e.fence) in self.invalid_closes:
+                    continue
+                shape = self._malformed_at(job_id, e.fence)
+                if shape is not None:
+                    self.fail("malformed_reply_failed", f"job {job_id} fence {e.fence}: its "
+                              f"model call returned a malformed output ({shape}) and the "
+                              "attempt ended without failing the job as invalid output",
+                              job=_job(self.world.jobs.job_table.get(job_id)))
 
     def _closed_attempts(self) -> set[tuple[UUID, int]]:
         """(job, fence) attempts whose run_once returned normally (from the trace)."""

@@ -63,6 +63,7 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.LATE_RESULT: "late_result_per_stage",
     FaultKind.MODEL_HANG: "model_hang_per_call",
     FaultKind.MODEL_REPLY_LOST: "model_reply_lost_per_call",
+    FaultKind.MODEL_MALFORMED: "model_malformed_per_call",
     FaultKind.PROVIDER_DUPLICATE: "provider_duplicate_per_submit",
     FaultKind.LOOKUP_LIES: "lookup_lies_per_lookup",
     FaultKind.SERVICE_ACK_LOST: "service_ack_lost_per_call",
@@ -80,9 +81,10 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.RELAY_BUG: "relay_bug_per_pass",
 }
 """The option that gives each fault kind its probability per opportunity."""
-SIDE_KINDS = frozenset({FaultKind.CLAIM_STUCK})
+SIDE_KINDS = frozenset({FaultKind.CLAIM_STUCK, FaultKind.MODEL_MALFORMED})
 """Kinds drawn from the injector's `side` stream, not the fault stream: a world whose
-draws never fire one runs exactly as it did before the kind existed."""
+draws never fire one runs exactly as it did before the kind existed. (The two never
+meet: claims are the Vessel's, model calls the leased workers'.)"""
 
 
 @dataclass

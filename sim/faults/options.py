@@ -112,6 +112,12 @@ class FaultOptions(BaseModel):
         default=0.0, ge=0, le=1,
         description="the model answered (and billed) but the worker never sees the reply",
     )
+    model_malformed_per_call: float = Field(
+        default=0.0, ge=0, le=1,
+        description="the model answers with an output that is not a bundle (a `needs` "
+        "that is a number, a list or an unknown name, an unknown field, ...): drawn from "
+        "the injector's side stream, so a world that never fires it is unchanged",
+    )
     provider_duplicate_per_submit: float = Field(
         default=0.0, ge=0, le=1,
         description="the network delivers a submission twice (same-key replay providers)",
@@ -235,6 +241,7 @@ class FaultOptions(BaseModel):
             (FaultKind.LATE_RESULT, self.late_result_per_stage),
             (FaultKind.MODEL_HANG, self.model_hang_per_call),
             (FaultKind.MODEL_REPLY_LOST, self.model_reply_lost_per_call),
+            (FaultKind.MODEL_MALFORMED, self.model_malformed_per_call),
             (FaultKind.PROVIDER_DUPLICATE, self.provider_duplicate_per_submit),
             (FaultKind.LOOKUP_LIES, self.lookup_lies_per_lookup),
             (FaultKind.SERVICE_ACK_LOST, self.service_ack_lost_per_call),
@@ -334,6 +341,8 @@ def swarm(rng: random.Random, more: random.Random | None = None) -> FaultOptions
         outage_per_transaction=maybe(0.01, extra),
         # Drawn after every other kind: adding it changed no earlier draw of any seed.
         stale_redelivery_per_hop=maybe(0.1, extra),
+        # Drawn after every other kind: adding it changed no earlier draw of any seed.
+        model_malformed_per_call=maybe(0.1, extra),
     )
 
 

@@ -48,6 +48,9 @@ class FaultKind(enum.StrEnum):
     LATE_RESULT = "late_result"
     MODEL_HANG = "model_hang"
     MODEL_REPLY_LOST = "model_reply_lost"
+    MODEL_MALFORMED = "model_malformed"
+    """The model answers (and bills) with an output that is not a bundle (sim.leased
+    MALFORMED): the worker must fail the job as invalid model output, staging nothing."""
     PROVIDER_DUPLICATE = "provider_duplicate"
     LOOKUP_LIES = "lookup_lies"
     SERVICE_ACK_LOST = "service_ack_lost"

@@ -511,6 +511,23 @@ def test_a_worker_that_stages_what_the_model_did_not_say_is_caught() -> None:
     assert run_simulation(seed, "leased_jobs", "swarm").ok
 
 
+@pytest.mark.parametrize(("break_name", "words"), [
+    ("malformed_output_staged", "the output was staged"),
+    ("invalid_output_retried", "jobs.schedule_retry"),
+    ("invalid_output_abandoned", "ended without failing the job"),
+])
+def test_a_worker_that_does_not_fail_a_malformed_reply_is_caught(break_name: str,
+                                                                  words: str) -> None:
+    """A model output that is not a bundle fails its job as invalid output
+    (sim.work_checks, malformed_reply_failed): a validator that mends it and stages it,
+    a worker that retries it, and one that drops it and leaves the attempt open are each
+    caught; the same seed holds unbroken."""
+    seed, _, message = _first_violation("leased_jobs", break_name, range(1, 4),
+                                        "malformed_reply_failed")
+    assert "malformed output" in message and words in message
+    assert run_simulation(seed, "leased_jobs", "swarm").ok
+
+
 def test_a_gate_whose_approved_effect_never_lands_is_caught() -> None:
     """A consent gate must act on the durable verdict: a DONE gate whose APPROVED
     round applied nothing (as when its verdict test is read backwards) is caught,

@@ -18,7 +18,8 @@ from sim.kernel import SimResult, run_simulation
 from sim.world import World
 
 SEEDS = range(1, 16)
-LEASED_KINDS = {"worker_crash", "worker_stall", "late_result", "model_hang", "model_reply_lost"}
+LEASED_KINDS = {"worker_crash", "worker_stall", "late_result", "model_hang", "model_reply_lost",
+                "model_malformed"}
 SERVICE_KINDS = {"worker_crash", "provider_duplicate", "lookup_lies", "service_ack_lost",
                  "service_timeout"}
 
@@ -28,11 +29,11 @@ def _world(result: SimResult) -> World:
     return result.world
 
 
-def _planned(scenario: str, seed: int, point: str, kind: FaultKind, amount: float = 0.0
-             ) -> SimResult:
-    """One fault at the first hit of `point`, nothing else; it must fire and every
+def _planned(scenario: str, seed: int, point: str, kind: FaultKind, amount: float = 0.0,
+             nth: int = 1) -> SimResult:
+    """One fault at the `nth` hit of `point`, nothing else; it must fire and every
     invariant must hold."""
-    fault = PlannedFault(trigger=AtPoint(point=point, nth=1), fault=kind, amount=amount)
+    fault = PlannedFault(trigger=AtPoint(point=point, nth=nth), fault=kind, amount=amount)
     result = run_simulation(seed, scenario, "calm", FaultPlan(faults=[fault]))
     assert result.coverage["kinds"] == {kind.value: 1}
     assert result.ok, (result.invariant, result.violation, result.error)
@@ -118,6 +119,35 @@ def test_a_lost_model_reply_is_billed_but_recorded_as_unknown_not_zero() -> None
     failed = [e for events in world.jobs.event_log.values() for e in events
               if e.kind is EventKind.FAILED and "ConnectionResetError" in e.detail]
     assert len(failed) == 1 and failed[0].usage is None
+
+
+@pytest.mark.parametrize("nth", range(1, 8))
+def test_a_malformed_model_output_fails_its_job_and_stages_nothing(nth: int) -> None:
+    world = _world(_planned("leased_jobs", 1, "model.extract", FaultKind.MODEL_MALFORMED,
+                            nth=nth))
+    (key,) = [k for k, c in world.model.calls.items() if c.malformed is not None]
+    call = world.model.calls[key]
+    assert call.outcome == "replied" and call.billed is not None
+    job = world.jobs.job_table[key[0]]
+    assert job.state is JobState.FAILED and job.error is not None
+    assert job.error.startswith("invalid model output")
+    assert job.evidence_id in world.jobs.evidence_table
+    assert not [i for i in world.jobs.interpretation_table.get(job.id, [])
+                if i.number == key[1]]
+    (failed,) = [e for e in world.jobs.event_log[job.id] if e.kind is EventKind.FAILED]
+    assert failed.usage == call.returned
+
+
+def test_every_malformed_shape_is_refused_by_the_validator() -> None:
+    from runtime.jobs.model import InvalidOutput, read_bundle
+    from sim.leased import MALFORMED
+
+    good = {"assertions": [{"subject": "s", "value": "v"}], "needs": "review"}
+    read_bundle(good)
+    assert len({name for name, _ in MALFORMED}) == len(MALFORMED) >= 7
+    for _, rewrite in MALFORMED:
+        with pytest.raises(InvalidOutput):
+            read_bundle(rewrite(good))
 
 
 def test_a_worker_crash_mid_call_keeps_the_budget_spent_and_the_evidence() -> None:
