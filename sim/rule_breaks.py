@@ -1085,6 +1085,16 @@ async def _linger_not_at_all(self: StepWriter) -> None:
     return
 
 
+async def _linger_twenty_times(self: StepWriter) -> None:
+    """A writer that holds a group twenty times its linger (the mutation tool's survivor
+    `seams.py:520`, `step_linger_s` 0.05 made 1.05; caught by linger_bounded)."""
+    if self._linger_s <= 0:
+        return
+    with anyio.move_on_after(self._linger_s * 20):
+        while self._queue and not self._hurried():
+            await self._work.wait()
+
+
 async def _fold_without_waiting(self: HopEvents, settlement: Settlement) -> Any:
     """A settling hop that takes its writer's queued Steps without first waiting for the
     append in flight: beside one it settles alone at once, and its terminal Step
@@ -1331,6 +1341,7 @@ RULE_BREAKS = BreakTable({
     "boundary_two_before_terminal": (Subscription, "_boundary", _boundary_two_before_terminal),
     "barrier_left_lingering": (StepWriter, "_hurried", _hurried_unless_barrier),
     "writer_never_lingers": (StepWriter, "_linger", _linger_not_at_all),
+    "writer_lingers_long": (StepWriter, "_linger", _linger_twenty_times),
     "full_group_left_lingering": (StepWriter, "_hurried", _hurried_only_at_a_full_group),
     "restore_without_metadata": (StepWriter, "restore", _restore_without_metadata),
     "channel_never_discarded": (EventBus, "discard", _discard_forgotten),

@@ -632,6 +632,11 @@ RULES: tuple[Rule, ...] = (
          "writer's linger passed since its previous append ended, or since its hop's claim "
          "for the first (issue 17, M14)",
          ("linger_holds",), ("events",), (_b("writer_never_lingers", "events", 1),)),
+    Rule("events.linger_bounded", S000, "Events, settlement, and waits",
+         "a group-committing writer lingers at most the designed 50 ms: Steps queued behind "
+         "an append go into the next one no later than that linger after it ended, so live "
+         "readers see them that late at most (issue 17, M14)",
+         ("linger_bounded",), ("step_burst",), (_b("writer_lingers_long", "step_burst", 2),)),
     Rule("events.full_group_ends_linger", S000, "Events, settlement, and waits",
          "a group-committing writer lingers only over less than a group: an append that "
          "ends with a full group (64 Steps) or more queued behind it is followed at once "

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 FOLD_WAIT_S = 1.0
 """The checker's copy of how long a settling hop waits for its writer's append in
 flight before it settles without folding its Steps in (runtime.events.hop)."""
+LINGER_S = 0.05
+"""The checker's copy of the designed group-commit linger (runtime.seams
+`Deps.step_linger_s`): the longest a Step queued behind an append waits for the
+next one. A deliberate change of the linger changes this copy with it."""
 EPS = 1e-6
 WRITER_APPENDS = ("_process", "_process_group")
 FRAMES = 12
@@ -53,6 +57,11 @@ INVARIANTS = (
      "issue 17, M14 (a hop's writer holds a group only while nobody needs it written; a "
      "full group or queue ends the linger at once); seed 000 'Events, settlement, and "
      "waits' (Steps are written in publish order, one append in flight)"),
+    ("linger_bounded", "a group-committing Step writer holds Steps queued behind its "
+     "append at most the designed linger (50 ms): when an append ends with Steps queued, "
+     "the append carrying the first of them starts no later than that linger after",
+     "issue 17, M14 (group commit delays a Step's durability by at most linger_s; live "
+     "readers and resumed streams see Steps that late at most)"),
     ("restored_steps_first", "a hop whose settlement, carrying the Steps its lingering "
      "writer held, did not apply gives them back: the writer's next appends carry exactly "
      "those Steps (same kinds, same metadata), in publish order, ahead of anything else, "
@@ -104,6 +113,10 @@ class WriterChecks:
             weakref.WeakKeyDictionary())
         """Lingering writers whose last append ended with a full group queued: when it
         ended, and the Step then first in the queue (full_group_not_held)."""
+        self.behind: weakref.WeakKeyDictionary[StepWriter, tuple[float, object]] = (
+            weakref.WeakKeyDictionary())
+        """Lingering writers whose last append ended with Steps queued: when it ended,
+        and the Step then first in the queue (linger_bounded)."""
         self.restored: weakref.WeakKeyDictionary[StepWriter, deque[tuple[str, Any]]] = (
             weakref.WeakKeyDictionary())
         """Steps a settling hop took from its writer, in order: if the settlement does
@@ -141,6 +154,9 @@ class WriterChecks:
         expected = self.restored.get(writer)
         if expected:
             self.checker._guarded(lambda: self._restored(writer, group, expected))
+        behind = self.behind.pop(writer, None)
+        if behind is not None and group[0] is behind[1]:
+            self.checker._guarded(lambda: self._bounded(writer, len(group), behind[0], now))
         full = self.full.pop(writer, None)
         if full is not None and group[0] is full[1]:
             self.checker._guarded(lambda: self._full_group(writer, len(group), full[0], now))
@@ -151,6 +167,10 @@ class WriterChecks:
         busy.in_flight -= 1
         busy.ended = trio.current_time()
         queue = writer._queue
+        if writer._linger_s > 0 and queue:
+            self.behind[writer] = (busy.ended, queue[0])
+        else:
+            self.behind.pop(writer, None)
         if (writer._linger_s > 0 and writer._batch is not None
                 and len(queue) >= min(GROUP_COMMIT_LIMIT, writer._capacity)):
             self.full[writer] = (busy.ended, queue[0])
@@ -193,6 +213,19 @@ class WriterChecks:
                           f"and its Step writer ended without the {len(expected)} Step(s) "
                           f"it took for that settlement ({kind!r} {data!r} first): they "
                           "never came back", run=str(writer.run_id))
+
+    def _bounded(self, writer: StepWriter, taken: int, ended: float, now: float) -> None:
+        """The append carrying the Step first in the queue when the previous append
+        ended: the writer goes from that end straight into its linger (no await
+        between), so it starts no later than the designed linger after; a barrier, a
+        repair, a full group or closing only makes it sooner."""
+        if now - ended <= LINGER_S + EPS:
+            return
+        self.checker.fail("linger_bounded", f"the Step writer of Run {writer.run_id} (seq "
+                          f"{writer.seq}) starts its append of {taken} Step(s) "
+                          f"{now - ended:.6g} s after its previous append ended with them "
+                          f"queued: longer than the designed {LINGER_S:g} s linger",
+                          run=str(writer.run_id))
 
     def _full_group(self, writer: StepWriter, taken: int, ended: float, now: float) -> None:
         """The append that carries the Step first in the queue when the previous append

@@ -743,6 +743,16 @@ def test_a_writer_that_never_lingers_is_caught() -> None:
     assert run_simulation(seed, "events", "swarm").ok
 
 
+def test_a_writer_that_lingers_too_long_is_caught() -> None:
+    """A group-committing writer holds Steps queued behind an append at most the designed
+    50 ms (sim.writer_checks, linger_bounded): the break's writer lingers twenty times
+    as long, as a linger constant raised to 1.05 s would."""
+    seed, _, message = _first_violation("step_burst", "writer_lingers_long", range(1, 10),
+                                        "linger_bounded")
+    assert "longer than the designed 0.05 s linger" in message
+    assert run_simulation(seed, "step_burst", "swarm").ok
+
+
 def test_a_fold_that_does_not_wait_for_the_append_in_flight_is_caught() -> None:
     """A settling hop waits up to 1 s for its writer's append in flight before it
     settles alone (sim.writer_checks, settle_folds_steps): the break's hop never waits."""
