@@ -868,6 +868,10 @@ class Checker:
     def on_step_ended(self, writer: StepWriter) -> None:
         self.writer_checks.append_ended(writer)
 
+    def on_evidence_point(self, caller: FrameType | None, boot_id: str) -> None:
+        """A hop reached settle.evidence_written (terminal_flush_before_cleanup)."""
+        self._guarded(lambda: self.writer_checks.on_evidence_point(caller, boot_id))
+
     def on_settle_started(self, caller: FrameType | None, args: tuple[Any, ...],
                           kwargs: dict[str, Any]) -> None:
         """A settle_run attempt begins (settle_folds_steps)."""

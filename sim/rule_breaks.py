@@ -1111,6 +1111,19 @@ async def _fold_without_waiting(self: HopEvents, settlement: Settlement) -> Any:
     return (kind, {"error": settlement.error}), taken
 
 
+async def _terminal_unflushed(self: HopEvents, run: Run) -> None:
+    """A hop that leaves an unfolded terminal Step queued instead of flushing it (the
+    mutation tool's survivor `events/hop.py:160`, `if not self.folded` negated): the
+    Step lands only as the writer closes, after the checkpoint cleanup, and is owed
+    all the same (caught by terminal_flush_before_cleanup)."""
+    self.track(run)
+    self.debt = not self.folded
+    published = await self.publish(TERMINAL_KINDS[run.status], {"error": run.error})
+    if self.folded:
+        self.debt = not (await self._flush() and published)
+    await self.bus.close(run.id)
+
+
 async def _fold_after_flush(self: HopEvents, settlement: Settlement) -> Any:
     """A settling hop that flushes a lingering writer before folding (the mutation tool's
     survivor `events/hop.py:126`, `if self.writer.lingers` negated): the Steps the writer
@@ -1349,6 +1362,7 @@ RULE_BREAKS = BreakTable({
     "relay_left_dead": (lifespan_module, "supervise", _supervise_once),
     "fold_without_waiting": (HopEvents, "fold_terminal", _fold_without_waiting),
     "fold_after_flush": (HopEvents, "fold_terminal", _fold_after_flush),
+    "terminal_left_unflushed": (HopEvents, "terminal", _terminal_unflushed),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

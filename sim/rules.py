@@ -658,6 +658,13 @@ RULES: tuple[Rule, ...] = (
          "holds rides in the settlement (issue 17, M14)",
          ("settle_folds_steps",), ("basic", "events"),
          (_b("fold_without_waiting", "basic", 1), _b("fold_after_flush", "events", 1))),
+    Rule("events.terminal_flushed_before_cleanup", S000, "Events, settlement, and waits",
+         "a hop's terminal truth comes first, then its terminal Step, then cleanup: a Step "
+         "that did not ride in the settlement is flushed (every Step its writer accepted "
+         "written) before the hop goes on to delete its checkpoint, unless an append "
+         "failed and the Step is owed to the relay",
+         ("terminal_flush_before_cleanup",), ("step_burst",),
+         (_b("terminal_left_unflushed", "step_burst", 2),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

@@ -78,6 +78,14 @@ INVARIANTS = (
      "before the settlement), so what the writer holds rides in the settlement",
      "issue 17, M14 (fold_terminal waits at most FOLD_WAIT_S until no append is in "
      "flight, then hands the queued Steps and the terminal Step to settle_run)"),
+    ("terminal_flush_before_cleanup", "a hop whose terminal truth committed reaches "
+     "settle.evidence_written (before its checkpoint cleanup) only once its Step writer "
+     "has written every Step it accepted, the terminal one included, unless an append "
+     "of that writer failed (the Step is then owed to the relay); a Step that rode in "
+     "the settlement was taken from the writer and is not waited for",
+     "seed 000 'Events, settlement, and waits' (Run truth first, then its terminal Step, "
+     "then cleanup); runtime.faults catalogue (settle.evidence_written: terminal Step "
+     "written, checkpoint not yet deleted)"),
 )
 
 
@@ -297,3 +305,20 @@ class WriterChecks:
                               f"{now - busy.since:.6g} s: the fold waits up to "
                               f"{FOLD_WAIT_S:g} s for them to fold its terminal Step in",
                               run=str(writer.run_id))
+
+    def on_evidence_point(self, caller: FrameType | None, boot_id: str) -> None:
+        """A hop reached settle.evidence_written: its writer has nothing accepted and
+        unwritten in its generation, or that generation latched a failed append."""
+        frame = _frame(caller, ("_hop",))
+        events = None if frame is None else frame.f_locals.get("events")
+        if not isinstance(events, HopEvents):
+            return
+        gen = events.writer._gen
+        if gen.error is not None or gen.settled >= gen.accepted:
+            return
+        self.checker.fail("terminal_flush_before_cleanup", f"the hop of Run "
+                          f"{events.writer.run_id} (seq {events.writer.seq}) on {boot_id} "
+                          f"reached settle.evidence_written with "
+                          f"{gen.accepted - gen.settled} accepted Step(s) unwritten "
+                          f"(folded={events.folded}) and no failed append",
+                          run=str(events.writer.run_id))

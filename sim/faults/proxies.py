@@ -25,7 +25,7 @@ from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
-from runtime.faults import CATALOGUE, CLAIM_COMMITTED, RECONCILE_STARTED
+from runtime.faults import CATALOGUE, CLAIM_COMMITTED, RECONCILE_STARTED, SETTLE_EVIDENCE_WRITTEN
 from runtime.keys import hop_key, parse_hop_key
 from runtime.models import DeliveryState, RunDelivery, RunStatus
 from runtime.retry import RETRY_BUDGET_S
@@ -745,6 +745,8 @@ class SimFaultPoints(_Guarded):
         self.boot.check_alive()
         if name not in CATALOGUE:
             raise AssertionError(f"fault point {name!r} is not catalogued in runtime.faults")
+        if name == SETTLE_EVIDENCE_WRITTEN:
+            self.world.checker.on_evidence_point(sys._getframe(1), self.boot.id)
         run_id = context.get("run_id")
         kinds = (FaultKind.CRASH, *HOLDS) if name in PAUSE_POINTS and run_id is not None \
             else (FaultKind.CRASH, *STALLS)

@@ -833,3 +833,13 @@ def test_a_startup_that_reports_its_service_refires_backwards_is_caught() -> Non
                                         range(1, 10), "startup_refired_true")
     assert "refired although its wait pass never re-admitted it" in message
     assert run_simulation(seed, "service_wait", "swarm").ok
+
+
+def test_a_terminal_step_left_queued_past_cleanup_is_caught() -> None:
+    """A terminal Step that did not ride in the settlement is written before the hop's
+    checkpoint cleanup (sim.writer_checks, terminal_flush_before_cleanup): the break's
+    hop never flushes it, leaving it to the writer's close."""
+    seed, _, message = _first_violation("step_burst", "terminal_left_unflushed",
+                                        range(1, 10), "terminal_flush_before_cleanup")
+    assert "reached settle.evidence_written with" in message
+    assert run_simulation(seed, "step_burst", "swarm").ok
