@@ -14,8 +14,8 @@ every table is truncated, so each phase starts from the same empty state.
   settings hops use: retries=0, timeout=0, heartbeat=120, ttl=0) by
   `--producers` concurrent publishers, consumed by the in-process SAQ worker
   of `runs` at `--concurrency` (and `rites` at 1, idle);
-- saq_stock: the same, with SAQ 0.26.4's own enqueue and dequeue in place of
-  the facade's (`VesselQueue` sends each NOTIFY inside the write it announces
+- saq_stock: the same, with SAQ 0.26.4's own enqueue, dequeue and job update
+  in place of the facade's (`VesselQueue` sends each NOTIFY inside the write it announces
   and writes a dequeued job without a savepoint; SAQ spends a transaction id
   on each of those): raw SAQ as shipped, for the ratios `*_stock`;
 - echo / two_step: `--n` Runs submitted through RunEngine.submit (admit,
@@ -239,11 +239,13 @@ DONE = "SELECT count(*) FROM run WHERE status = 'DONE'"
 
 
 class StockQueue(VesselQueue):
-    """The facade with SAQ's own enqueue (upsert, then NOTIFY) and dequeue (job
-    updates in savepoints, then NOTIFY): what SAQ as shipped writes per job."""
+    """The facade with SAQ's own enqueue (upsert, then NOTIFY), dequeue (job
+    updates in savepoints, then NOTIFY) and job update (BEGIN, UPDATE, COMMIT,
+    as each finish sends it): what SAQ as shipped writes per job."""
 
     _enqueue = PostgresQueue._enqueue
     _dequeue = PostgresQueue._dequeue
+    _update = PostgresQueue._update
 
 
 class StockBroker(SaqBroker):

@@ -42,11 +42,13 @@ on SAQ's own tables. This module is asyncio-only, like SAQ and psycopg.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from functools import cached_property
 from textwrap import dedent
 from typing import Any
 
 import anyio
+from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
 from saq.job import Job, Status
 from saq.queue.postgres import DEQUEUE, ENQUEUE, PostgresQueue
@@ -64,6 +66,22 @@ _INSERT_ONCE = dedent(
     RETURNING 1
     """
 )
+
+_INSERT_ONCE_AND_NOTIFY = (
+    "WITH inserted AS (\n" + _INSERT_ONCE.strip()
+    + "\n)\nSELECT pg_notify(%(channel)s, %(payload)s) FROM inserted\n"
+)
+"""`_INSERT_ONCE` and, only when it inserted, SAQ's `enqueue` notification: one
+autocommit statement, so one transaction and one round trip (issue 17, client CPU)."""
+
+_UPDATE = dedent(
+    """
+    UPDATE {jobs_table} SET job = %(job)s, status = %(status)s, scheduled = %(scheduled)s
+      {expire_at}
+    WHERE key = %(key)s
+    """
+)
+"""SAQ 0.26.4's job update, unchanged."""
 
 _DEQUEUE = dedent(
     """
@@ -92,6 +110,14 @@ _DEQUEUE = dedent(
     """
 )
 """SAQ 0.26.4's dequeue statement, unchanged."""
+
+_DEQUEUE_AND_NOTIFY = (
+    _DEQUEUE.replace("\n)\nUPDATE ", "\n), dequeued AS (\nUPDATE ", 1)
+    + ")\nSELECT job, pg_notify(%(channel)s, %(payload)s) FROM dequeued\n"
+)
+"""`_DEQUEUE`, and SAQ's `dequeue` notification when it took a job: PostgreSQL sends
+one notification for the same channel and payload repeated in a transaction, at its
+commit (as before). One round trip instead of SAQ's NOTIFY after the statement."""
 
 _MARK_ACTIVE = dedent(
     """
@@ -135,7 +161,32 @@ class VesselQueue(PostgresQueue):
         transaction, so no dequeued job is ever active without its boot."""
         if self.dequeuing_boot is not None and status is Status.ACTIVE:
             job.meta.setdefault(BOOT_META, self.dequeuing_boot)
-        await super()._update(job, status, **kwargs)
+        connection = kwargs.get("connection")
+        if status is None or (
+            connection is not None
+            and connection.info.transaction_status is not TransactionStatus.IDLE
+        ):
+            # SAQ reads the status under a row lock first, or nests a savepoint in
+            # the caller's transaction: its own code.
+            await super()._update(job, status, **kwargs)
+            return
+        # One UPDATE with its status given, on an autocommit connection: SAQ wraps it
+        # in BEGIN/COMMIT, a transaction of one statement either way; without them it
+        # is one round trip instead of three (issue 17, client CPU). A job's finish
+        # comes here.
+        expire_at = kwargs.get("expire_at", -1)
+        job.status = status
+        async with (
+            nullcontext(connection) if connection is not None else self.pool.connection()
+        ) as conn:
+            await conn.execute(
+                SQL(_UPDATE).format(
+                    jobs_table=self.jobs_table,
+                    expire_at=SQL(",expire_at = %(expire_at)s" if expire_at != -1 else ""),
+                ),
+                {"job": self.serialize(job), "status": job.status, "key": job.key,
+                 "scheduled": job.scheduled, "expire_at": expire_at},
+            )
 
     @property
     def connected(self) -> bool:
@@ -168,8 +219,9 @@ class VesselQueue(PostgresQueue):
 
     async def _dequeue(self) -> None:
         """SAQ 0.26.4's `_dequeue` (same statement, same job updates, same local
-        hand-off), except that its `dequeue` NOTIFY is sent inside the dequeue
-        transaction rather than as an autocommit statement after it, and that each
+        hand-off), except that its `dequeue` notification is sent by the dequeue
+        statement itself (`_DEQUEUE_AND_NOTIFY`), inside the dequeue transaction,
+        rather than as an autocommit statement after it, and that each
         dequeued job's update runs in that transaction itself: SAQ's `_update` opens
         a nested `transaction()` there, a savepoint, and a savepoint that writes
         takes a (sub)transaction id of its own, one per dequeued job."""
@@ -180,9 +232,10 @@ class VesselQueue(PostgresQueue):
             if not self._waiting:
                 return
             await cursor.execute(
-                SQL(_DEQUEUE).format(jobs_table=self.jobs_table),
+                SQL(_DEQUEUE_AND_NOTIFY).format(jobs_table=self.jobs_table),
                 {"queue": self.name, "now": now_seconds(), "limit": self._waiting,
-                 "plow": self._priorities[0], "phigh": self._priorities[1]},
+                 "plow": self._priorities[0], "phigh": self._priorities[1],
+                 "channel": self._channel, "payload": DEQUEUE},
             )
             rows = await cursor.fetchall()
             dequeued = now()
@@ -193,8 +246,6 @@ class VesselQueue(PostgresQueue):
                 job.touched = dequeued
                 await self._mark_active(cursor, job)
                 self._job_queue.put_nowait(job)
-            if rows:
-                await self._notify(DEQUEUE, connection=conn)
 
     async def _mark_active(self, cursor: Any, job: Job) -> None:
         """Write `job` ACTIVE (stamped with the dequeuing boot) in the cursor's transaction."""
@@ -211,10 +262,9 @@ class VesselQueue(PostgresQueue):
     async def _enqueue(self, job: Job) -> Job | None:
         """Insert `job` unless its key exists in any status; notify workers when inserted
         (the insert and its NOTIFY commit as one transaction)."""
-        async with self.pool.connection() as conn, conn.transaction(), \
-                conn.cursor() as cursor:
+        async with self.pool.connection() as conn, conn.cursor() as cursor:
             await cursor.execute(
-                SQL(_INSERT_ONCE).format(jobs_table=self.jobs_table),
+                SQL(_INSERT_ONCE_AND_NOTIFY).format(jobs_table=self.jobs_table),
                 {
                     "key": job.key,
                     "job": self.serialize(job),
@@ -223,9 +273,10 @@ class VesselQueue(PostgresQueue):
                     "priority": job.priority,
                     "group_key": job.group_key,
                     "scheduled": job.scheduled or int(now_seconds()),
+                    "channel": self._channel,
+                    "payload": ENQUEUE,
                 },
             )
             if await cursor.fetchone() is None:
                 return None
-            await self._notify(ENQUEUE, connection=conn)
         return job
