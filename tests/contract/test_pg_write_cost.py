@@ -64,13 +64,14 @@ async def test_a_group_of_steps_is_one_transaction(pg: tuple[PostgresLedger, str
     assert len(set(xmins[:5])) == 1 and xmins[5] != xmins[0]
 
 
-ECHO_ROUND_TRIPS = 10
+ECHO_ROUND_TRIPS = 7
 """Statements an `echo` Run's ledger calls send, BEGIN and COMMIT included: admission
-1 and mark_published 1 (one autocommit statement each), claim 4, settlement with its
-Steps 4 (issue 17: each costs about 0.1 ms of client CPU; it was 23 before the pairs)."""
+1, mark_published 1 and the claim 1 (one autocommit statement each), settlement with
+its Steps 4 (issue 17: each costs about 0.1 ms of client CPU; it was 23 before the
+pairs, 10 before the claim's one statement)."""
 
 
-async def test_an_echo_runs_ledger_calls_take_ten_round_trips(
+async def test_an_echo_runs_ledger_calls_take_seven_round_trips(
     pg: tuple[PostgresLedger, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from psycopg import AsyncCursor

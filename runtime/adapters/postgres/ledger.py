@@ -172,20 +172,12 @@ class PostgresLedger(WaitsMixin, BootsMixin):
     async def claim_delivery(
         self, run_id: UUID, seq: int, boot_id: str, token: str, now: datetime
     ) -> Claim:
-        async with self._transaction() as cur:
-            run, d = await _lock_pair(cur, run_id, seq)
-            if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
-                return Claim(claimed=True, run=run, delivery=d)  # our own earlier claim
-            if (
-                run is None
-                or d is None
-                or run.status is not RunStatus.QUEUED
-                or run.seq != seq
-                or d.state not in (DeliveryState.PENDING, DeliveryState.PUBLISHED)
-            ):
-                return Claim(claimed=False, run=run, delivery=d)
+        # One statement (CLAIM_ONE): the claim's checks are its condition on the
+        # locked pair; the answer tells a claim now from our own earlier claim
+        # (same token) and from a refusal (issue 17, client CPU).
+        async with self._statement() as cur:
             await cur.execute(
-                q.CLAIM_PAIR,
+                q.CLAIM_ONE,
                 {
                     **key(run_id, seq, now),
                     "boot_id": boot_id,
@@ -193,8 +185,15 @@ class PostgresLedger(WaitsMixin, BootsMixin):
                     "claimable": q.CLAIMABLE,
                 },
             )
-            claimed_run, claimed = _pair_from_row(await one(cur))
-            return Claim(claimed=True, run=claimed_run, delivery=claimed)
+            row = await cur.fetchone()
+        if row is None:
+            return Claim(claimed=False, run=None, delivery=None)  # no Run
+        run, d = _pair_from_row(row)
+        if row["claimed_now"]:
+            return Claim(claimed=True, run=run, delivery=d)
+        if d is not None and d.state is DeliveryState.CLAIMED and d.claim_token == token:
+            return Claim(claimed=True, run=run, delivery=d)  # our own earlier claim
+        return Claim(claimed=False, run=run, delivery=d)
 
     async def settle_run(
         self,

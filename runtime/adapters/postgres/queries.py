@@ -149,18 +149,36 @@ the delivery stays PENDING); the answer is u's row, else the delivery as locked,
 else no row (no Run, so no delivery: its foreign key). A version committed while
 r waited is re-checked by u (READ COMMITTED's re-check of an updated row)."""
 
-CLAIM_PAIR = sql.SQL(
-    "WITH r AS (UPDATE run SET status = 'RUNNING', started_at = coalesce(started_at, %(now)s), "
+CLAIM_ONE = sql.SQL(
+    "WITH r AS MATERIALIZED (SELECT {run} FROM run WHERE id = %(run_id)s FOR UPDATE), "
+    "d AS MATERIALIZED (SELECT x.* FROM r, LATERAL (SELECT {delivery} FROM run_delivery "
+    "WHERE run_id = r.id AND seq = %(seq)s FOR UPDATE) x), "
+    "ok AS MATERIALIZED (SELECT 1 FROM r, d WHERE r.status = 'QUEUED' AND r.seq = %(seq)s "
+    "AND d.state = ANY(%(claimable)s)), "
+    "ur AS (UPDATE run SET status = 'RUNNING', started_at = coalesce(started_at, %(now)s), "
     "updated_at = %(now)s "
-    "WHERE id = %(run_id)s AND seq = %(seq)s AND status || '' = 'QUEUED' RETURNING {run}), "
-    "d AS (UPDATE run_delivery SET state = 'CLAIMED', claimed_boot = %(boot_id)s, "
+    "WHERE id = %(run_id)s AND seq = %(seq)s AND status || '' = 'QUEUED' "
+    "AND EXISTS (SELECT 1 FROM ok) RETURNING {run}), "
+    "ud AS (UPDATE run_delivery SET state = 'CLAIMED', claimed_boot = %(boot_id)s, "
     "claim_token = %(token)s, updated_at = %(now)s "
     "WHERE run_id = %(run_id)s AND seq = %(seq)s AND state || '' = ANY(%(claimable)s) "
-    "RETURNING {delivery}) "
-    "SELECT {pair} FROM r, d"
+    "AND EXISTS (SELECT 1 FROM ur) RETURNING {delivery}) "
+    "SELECT true AS claimed_now, {pair}, 0 AS discipline FROM ur AS r, ud AS d "
+    "UNION ALL "
+    "SELECT false, {pair}, CASE WHEN EXISTS (SELECT 1 FROM ur) "
+    "THEN ('lock discipline broken: claim of run ' || r.id::text)::integer ELSE 0 END "
+    "FROM r LEFT JOIN d ON true WHERE NOT EXISTS (SELECT 1 FROM ud)"
 ).format(run=RUN, delivery=DELIVERY, pair=_PAIR_SELECT)
-"""The Run RUNNING and its delivery CLAIMED in one statement, under LOCK_PAIR's locks: one row,
-or none when either condition failed (a broken lock discipline: rolled back)."""
+"""claim_delivery as one autocommit statement (was a transaction of LOCK_PAIR, the
+Python checks and an UPDATE of both rows: four round trips). r locks the Run row, then d its
+delivery `seq` (d scans from r); ok is the claim's condition on the locked rows (the
+Run QUEUED at `seq`, the delivery PENDING or PUBLISHED), a one-time filter of ur, so
+ur's scan starts only after both locks were granted; ud claims the delivery only
+once ur has moved the Run. The answer: the claimed pair (`claimed_now`), else the
+pair as locked (the caller tells its own earlier claim by the token), else no row
+(no Run). Were the Run moved without its delivery (a broken lock discipline), the
+`discipline` column's cast fails and the statement, so its one transaction, rolls
+back, as LockDisciplineBroken rolled the transaction back."""
 
 _SETTLE_RUN_SET = (
     "UPDATE run SET status = %(status)s, result = %(result)s, error = %(error)s, "
