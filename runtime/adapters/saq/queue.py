@@ -29,6 +29,10 @@ required by seed 000_81a5c720b14d934a.txt:
   its start, heartbeat base and boot, which is all a probe, the sweep and
   recovery read; the worker's in-memory fields reach the row with the job's
   next write (its finish, an abort, a heartbeat refresh reads the row).
+  Round trips too (client CPU): the insert and its notification are one
+  statement (`pg_notify` over the inserted row), the dequeue statement sends
+  its own notification, and a job update whose status is given (a finish) is
+  one autocommit UPDATE rather than BEGIN, UPDATE, COMMIT.
 
 - Several Vessels on one database (issue 15, M11): a queue served by a boot
   stamps each job it makes active with that boot's id (`job.meta["boot"]`),
