@@ -374,6 +374,8 @@ class Checker:
         """Per Run: the sequences of its delivery rows (kept in step with the ledger)."""
         self._sessions: dict[str, set[UUID]] = {}
         """Per Bridge session: its nonterminal Runs (kept in step with the ledger)."""
+        self._by_status: dict[RunStatus, dict[UUID, Run]] = {}
+        """`runs` by status, kept in step with it by the writes' diffs (`_reindex`)."""
 
     def fail(self, invariant: str, message: str, **records: Any) -> None:
         self.report(invariant, message, **records)
@@ -477,17 +479,30 @@ class Checker:
         for rid, seq in gone_d:
             self._seqs.get(rid, set()).discard(seq)
             touched.add(rid)
+        by_status = self._by_status
         for rid in itertools.chain(changed_r, gone_r):
             touched.add(rid)
             prev = self.runs.get(rid)
-            if prev is not None and prev.session is not None:
-                self._sessions.get(prev.session, set()).discard(rid)
+            if prev is not None:
+                by_status.get(prev.status, {}).pop(rid, None)
+                if prev.session is not None:
+                    self._sessions.get(prev.session, set()).discard(rid)
         runs = self.world.ledger.run_table
         for rid in changed_r:
             run = runs[rid]
+            by_status.setdefault(run.status, {})[rid] = run
             if run.session is not None and not run.status.terminal:
                 self._sessions.setdefault(run.session, set()).add(rid)
         return touched
+
+    def runs_in(self, status: RunStatus) -> dict[UUID, Run] | None:
+        """The ledger's Runs in `status` by id, read from the index of the checker's
+        copy of the Run table; None when that copy may differ from the table (a write
+        since the last transaction's diff, a table replaced or never read: scan it)."""
+        read = self._read_r
+        if read is None or self.world.ledger.run_table is not read or read.dirty:
+            return None
+        return self._by_status.get(status, {})
 
     def _run_changed(self, prev: Run | None, run: Run) -> None:
         if prev is None:

@@ -154,8 +154,10 @@ class PageChecks:
         watch = self.watches.setdefault((boot, status), _Watch())
         watch.reads += 1
         listed = {r.id for r in page}
-        now = {r.id: r for r in self.checker.world.ledger.run_table.values()
-               if r.status is status}
+        now = self.checker.runs_in(status)  # the rows writes touched keep it current
+        if now is None:
+            now = {r.id: r for r in self.checker.world.ledger.run_table.values()
+                   if r.status is status}
         watch.most = max(watch.most, len(now))
         oldest = watch.reads - reads_allowed(watch.most)  # a count begun by then is stale
         since: dict[UUID, tuple[Run, int]] = {}
