@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 import anyio
@@ -64,12 +64,93 @@ class _Job:
     visible_at: float
 
 
+class JobTable(dict[str, _Job]):
+    """The broker's jobs by key, with an index of the QUEUED ones by queue.
+
+    A dequeue takes the first QUEUED job of its queue; scanning every job the
+    broker ever held for it cost each dequeue O(all jobs). `queued` holds, per
+    queue, the QUEUED jobs in the order they were added to the table (the only
+    way a job becomes QUEUED is its publish), so a dequeue reads only those. The
+    table is shared by every broker built over it (`MemoryBroker(clock, jobs=...)`:
+    two processes over one queue's tables), and so is the index. Every way a job
+    enters or leaves the table keeps the index; a job's status changes only
+    through `MemoryBroker._set`, which calls `restatus`."""
+
+    __slots__ = ("queued",)
+
+    def __init__(self, jobs: dict[str, _Job] | None = None) -> None:
+        super().__init__()
+        self.queued: dict[str, dict[str, _Job]] = {}
+        for key, job in (jobs or {}).items():
+            self[key] = job
+
+    def __setitem__(self, key: str, job: _Job) -> None:
+        if key in self:
+            self._unindex(key, self[key].info)
+        super().__setitem__(key, job)
+        self._index(key, job)
+
+    def __delitem__(self, key: str) -> None:
+        self._unindex(key, self[key].info)
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: object) -> _Job:
+        if key in self:
+            self._unindex(key, self[key].info)
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[str, _Job]:
+        key, job = super().popitem()
+        self._unindex(key, job.info)
+        return key, job
+
+    def clear(self) -> None:
+        super().clear()
+        self.queued.clear()
+
+    def setdefault(self, key: str, default: _Job) -> _Job:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: object, **kwargs: _Job) -> None:
+        for key, job in dict(*args, **kwargs).items():
+            self[key] = job
+
+    def __ior__(self, other: object) -> JobTable:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def restatus(self, key: str, before: JobInfo, job: _Job) -> None:
+        """`job`'s info changed from `before`: move it in or out of the index."""
+        if self.get(key) is not job:
+            return  # no longer in this table (cleared): nothing indexed
+        self._unindex(key, before)
+        self._index(key, job)
+
+    def _index(self, key: str, job: _Job) -> None:
+        if job.info.status is JobStatus.QUEUED:
+            self.queued.setdefault(job.info.queue, {})[key] = job
+
+    def _unindex(self, key: str, info: JobInfo) -> None:
+        if info.status is JobStatus.QUEUED:
+            self.queued.get(info.queue, {}).pop(key, None)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copies and pickles are plain dicts
+        return (dict, (dict(self),))
+
+
 @dataclass
 class MemoryBroker:
     clock: Clock
-    jobs: dict[str, _Job] = field(default_factory=dict)
+    jobs: JobTable = field(default_factory=JobTable)
+    """Pass another broker's `jobs` to share its tables (the index comes with them)."""
     _order: int = 0
     _wakeups: dict[str, anyio.Event] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.jobs, JobTable):
+            self.jobs = JobTable(self.jobs)
 
     def _now(self) -> float:
         return self.clock.now().timestamp()
@@ -141,10 +222,7 @@ class MemoryBroker:
     async def dequeue(self, queue: str, boot_id: str | None = None) -> JobInfo | None:
         await enter()
         now = self._now()
-        ready = [
-            j for j in self.jobs.values()
-            if j.info.queue == queue and j.info.status is JobStatus.QUEUED and j.visible_at <= now
-        ]
+        ready = [j for j in self.jobs.queued.get(queue, {}).values() if j.visible_at <= now]
         if not ready:
             return None
         job = min(ready, key=lambda j: (j.info.priority, j.order))
@@ -177,10 +255,7 @@ class MemoryBroker:
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         now = self._now()
-        pending = [
-            j.visible_at - now for j in self.jobs.values()
-            if j.info.queue == queue and j.info.status is JobStatus.QUEUED
-        ]
+        pending = [j.visible_at - now for j in self.jobs.queued.get(queue, {}).values()]
         if pending:
             timeout = max(0.0, min([timeout, *pending]))
         event = self._wakeups.get(queue)
@@ -192,7 +267,10 @@ class MemoryBroker:
     # -- helpers ---------------------------------------------------------------
 
     def _set(self, job: _Job, **changes: object) -> None:
-        job.info = job.info.model_copy(update=changes)
+        before = job.info
+        job.info = before.model_copy(update=changes)
+        if job.info.status is not before.status:
+            self.jobs.restatus(before.key, before, job)
 
     def _wake(self, queue: str) -> None:
         event = self._wakeups.get(queue)
