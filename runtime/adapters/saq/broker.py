@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 FUNCTION = "perform_run"
 SAQ_PRIORITY_MAX = 32767
 """SAQ's priority column is a SMALLINT and its default dequeue range is 0-32767."""
+DEQUEUE_WAKE_S = 1.0
+"""The longest an idle worker slot waits on a notification before it looks again."""
 
 _SELECT_JOB = dedent(
     """
@@ -357,6 +359,11 @@ class SaqBroker:
             concurrency=concurrency,
             timers=timers,
             cancellation_hard_deadline_s=s.cancel_deadline_s,
+            # SAQ's listening dequeue wakes only on a notification; one sent before its
+            # LISTEN is in place is lost, and a job the fallback poll dequeued meanwhile
+            # waits in the worker's local queue for the next one. A bounded wait makes
+            # every idle slot look at that queue again (and poll) at least this often.
+            dequeue_timeout=DEQUEUE_WAKE_S,
         )
         launcher = asyncio.get_running_loop().create_task(
             worker.start(), name=f"saq-worker:{queue}"
