@@ -79,12 +79,15 @@ PROBABILITY_OPTION: dict[FaultKind, str] = {
     FaultKind.SLOW_RECONCILE: "slow_reconcile_per_boot",
     FaultKind.CLAIM_STUCK: "claim_stuck_per_claim",
     FaultKind.RELAY_BUG: "relay_bug_per_pass",
+    FaultKind.STARTUP_STEP_FAIL: "startup_step_fail_per_append",
 }
 """The option that gives each fault kind its probability per opportunity."""
-SIDE_KINDS = frozenset({FaultKind.CLAIM_STUCK, FaultKind.MODEL_MALFORMED})
+SIDE_KINDS = frozenset({FaultKind.CLAIM_STUCK, FaultKind.MODEL_MALFORMED,
+                        FaultKind.STARTUP_STEP_FAIL})
 """Kinds drawn from the injector's `side` stream, not the fault stream: a world whose
-draws never fire one runs exactly as it did before the kind existed. (The two never
-meet: claims are the Vessel's, model calls the leased workers'.)"""
+draws never fire one runs exactly as it did before the kind existed. (Claims and
+startup Steps are the Vessel's, model calls the leased workers'; no scenario sets
+both claim_stuck_per_claim and startup_step_fail_per_append.)"""
 
 
 @dataclass

@@ -207,6 +207,12 @@ class FaultOptions(BaseModel):
         description="how much longer a slow reconciliation takes: past a 15 s boot lease, "
         "so the lease registered before reconciling has run out by the time it is done",
     )
+    startup_step_fail_per_append: float = Field(
+        default=0.0, ge=0, le=1,
+        description="chance a terminal Step append made during a boot's startup "
+        "reconciliation fails, so startup owes that evidence to its relay (swarm does not "
+        "draw it; the startup_debts scenario sets it, drawn from the injector's side stream)",
+    )
     relay_bug_per_pass: float = Field(
         default=0.0, ge=0, le=1,
         description="chance a maintenance relay pass raises past its guards, so the relay "
@@ -257,6 +263,7 @@ class FaultOptions(BaseModel):
             (FaultKind.SLOW_RECONCILE, self.slow_reconcile_per_boot),
             (FaultKind.CLAIM_STUCK, self.claim_stuck_per_claim),
             (FaultKind.RELAY_BUG, self.relay_bug_per_pass),
+            (FaultKind.STARTUP_STEP_FAIL, self.startup_step_fail_per_append),
         ]
         return [kind for kind, p in pairs if p > 0]
 

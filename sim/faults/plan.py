@@ -40,6 +40,11 @@ class FaultKind(enum.StrEnum):
     ACTOR_LATE = "actor_late"
     STEP_STALL = "step_stall"
     STEP_APPEND_FAIL = "step_append_fail"
+    STARTUP_STEP_FAIL = "startup_step_fail"
+    """A terminal Step append made while this boot reconciles (startup's evidence repair,
+    a Step startup writes after failing or cancelling a Run) fails: the debt startup
+    could not pay is owed to this boot's relay, which must pay it while the boot lives
+    (seed 000, "Cancellation, mutation, and recovery": a failure is owed, never fatal)."""
     LEDGER_OUTAGE = "ledger_outage"
     """The database is unreachable for `amount` seconds from this call on (a restart)."""
     # Leased job workers (seed 004) and service attempts (seed 000, "Service job attempts").

@@ -25,6 +25,7 @@ from runtime.adapters.memory import MemoryBroker, MemoryEffectSink, MemoryLedger
 from runtime.adapters.memory.broker import serve_queue
 from runtime.adapters.memory.gate import BEFORE_APPLY
 from runtime.errors import BrokerUnavailable, LedgerUnavailable, ProcessCrashed
+from runtime.events.repair import TERMINAL_STEP_KINDS
 from runtime.faults import CATALOGUE, CLAIM_COMMITTED, RECONCILE_STARTED, SETTLE_EVIDENCE_WRITTEN
 from runtime.keys import hop_key, parse_hop_key
 from runtime.models import DeliveryState, RunDelivery, RunStatus
@@ -47,6 +48,10 @@ LEDGER_WRITE = (FaultKind.LEDGER_TRANSIENT, FaultKind.LEDGER_AMBIGUOUS, FaultKin
 PUBLISH = (FaultKind.PUBLISH_FAIL, FaultKind.ACK_LOST, FaultKind.DELAYED_DELIVERY)
 DELIVER = (FaultKind.DUPLICATE_DELIVERY,)
 STEP = (FaultKind.STEP_STALL, FaultKind.STEP_APPEND_FAIL)
+STARTUP_STEP = (*STEP, FaultKind.STARTUP_STEP_FAIL)
+"""A terminal Step appended while the boot reconciles: its own kind is rolled last (from
+the side stream), so a world that never sets it draws exactly as before."""
+STEP_FAILS = (FaultKind.STEP_APPEND_FAIL, FaultKind.STARTUP_STEP_FAIL)
 STALLS = (FaultKind.BOOT_STALL, FaultKind.BOOT_PARTITION)
 HOLDS = (FaultKind.PAUSE, *STALLS)
 """Faults that hold a boot at a point and then let it go on (sim.pause, zombies)."""
@@ -281,13 +286,27 @@ class SimLedger(_Guarded):
             f"database unreachable (outage until t={self.world.ledger_down_until:g}): {name}"
         )
 
-    async def _step_faults(self) -> None:
-        """The Step writer's own faults: a stalled or a failed append."""
-        fault, amount = self._fire("steps.append", STEP)
+    async def _step_faults(self, name: str, args: tuple[Any, ...]) -> None:
+        """The Step writer's own faults: a stalled or a failed append (and, for a
+        terminal Step startup appends, FaultKind.STARTUP_STEP_FAIL)."""
+        kinds: tuple[FaultKind, ...] = STEP
+        if self.boot.lifespan.status.phase == "reconciling" and _terminal_step(name, args):
+            kinds = STARTUP_STEP
+        fault, amount = self._fire("steps.append", kinds)
         if fault is FaultKind.STEP_STALL:
             await anyio.sleep(amount)
-        if fault is FaultKind.STEP_APPEND_FAIL:
+        if fault in STEP_FAILS:
             raise LedgerUnavailable("injected Step append failure")
+
+
+def _terminal_step(name: str, args: tuple[Any, ...]) -> bool:
+    """Whether an append_step / append_steps call (positional, as the writer makes
+    them: run, seq, kind or items, ...) carries a terminal Step."""
+    if len(args) < 3:
+        return False
+    if name == "append_step":
+        return args[2] in TERMINAL_STEP_KINDS
+    return any(kind in TERMINAL_STEP_KINDS for kind, _ in args[2])
 
 
 BLIPS = (FaultKind.LEDGER_OUTAGE, FaultKind.BOOT_PARTITION)
@@ -386,7 +405,7 @@ def _ledger_method(name: str, write: bool) -> Callable[..., Awaitable[Any]]:
                 self._refuse_partitioned(name)
                 self._refuse_during_outage(name)
                 if is_step:
-                    await self._step_faults()
+                    await self._step_faults(name, args)
                 kinds = spaced(world, plain_kinds)  # blips spaced RETRY_BUDGET_S apart
                 if is_delete:
                     kinds = (*kinds, FaultKind.CHECKPOINT_STUCK)

@@ -29,6 +29,13 @@
   waiting, so startup reconciliation and the relays page past the first page;
   a few claims stay stuck past the retry budget, so their jobs fail behind
   QUEUED Runs that recovery must rotate;
+- `startup_debts`: Runs of every pattern under frequent crashes while most terminal
+  Steps a startup appends fail (FaultKind.STARTUP_STEP_FAIL: its evidence repairs, the
+  Steps of the Runs it fails or cancels), so startups owe that evidence to their relays;
+  at the end the live boot dies between a Run's terminal truth and its terminal Step,
+  so the last startup before heal finds that debt and, failing to pay it, must hand it
+  to its relay, which pays it while the boot lives (nobody else would: no lease, and
+  no later startup);
 - `relay_bugs`: Runs of every pattern while the maintenance relay's own loop
   often fails past its per-step guards (FaultKind.RELAY_BUG, most passes of a
   boot in a row), so the lifespan supervisor restarts it again and again, its
@@ -38,11 +45,16 @@
 
 from __future__ import annotations
 
-from uuid import uuid5
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+from uuid import UUID, uuid5
 
 import anyio
 
-from runtime.models import CheckpointRecord, Intent, RunStatus
+from runtime.errors import ProcessCrashed
+from runtime.events.repair import TERMINAL_STEP_KINDS
+from runtime.models import CheckpointRecord, Intent, RunStatus, Step
 from runtime.mutation import DrainTimeout, pause_queues
 from runtime.recovery.pages import PAGE_SIZE
 from runtime.seams import JobInfo
@@ -96,6 +108,14 @@ def _buggy_relays(options: FaultOptions) -> FaultOptions:
     in a row, so its supervisor's backoff doubles up to the 5 s cap."""
     return options.model_copy(update={
         "relay_bug_per_pass": max(options.relay_bug_per_pass, 0.6),
+    })
+
+
+def _owing_startups(options: FaultOptions) -> FaultOptions:
+    """Most terminal Steps a startup appends fail; never with stuck claims (both kinds
+    draw from the injector's side stream)."""
+    return _crashy(options).model_copy(update={
+        "startup_step_fail_per_append": max(options.startup_step_fail_per_append, 0.7),
     })
 
 
@@ -282,6 +302,55 @@ def _misdirect_checkpoints(world: World) -> None:
     ledger.save_checkpoint = misdirected  # type: ignore[method-assign]
 
 
+async def _owed_at_startup(world: World) -> None:
+    await _workload(world, restarts=False)
+    died = _die_before_evidence(world)
+    client = world.actors["client"]
+    assert isinstance(client, Client)
+    with anyio.move_on_after(600.0):
+        for i in range(30):  # one echo Run at a time until the live boot died before its Step
+            await world.wait_live()
+            intent = Intent(pattern="echo", prompt=f"owed-{i}", source="sim", sigil="alice",
+                            scopes=("runs:write",), content={"n": i},
+                            idempotency_key=f"owed-{i}")
+            await client.submit(Submit(intent))
+            with anyio.move_on_after(20.0):
+                await died.wait()
+            if died.is_set():
+                break
+    await world.wait_live()  # the last startup before heal: it found the debt
+
+
+def _die_before_evidence(world: World) -> anyio.Event:
+    """Once: the serving boot dies right before it appends a terminal Step (its Run's
+    terminal truth committed), so the next startup finds that evidence owed."""
+    ledger = world.ledger
+    append_step, append_steps = ledger.append_step, ledger.append_steps
+    died = anyio.Event()
+
+    def die_at(kinds: Iterable[str]) -> None:
+        boot = world.live_boot
+        if died.is_set() or boot is None or boot.lifespan.status.phase != "ready" \
+                or world.injector.healed or not any(k in TERMINAL_STEP_KINDS for k in kinds):
+            return
+        died.set()
+        boot.crash("died before a terminal Step")
+        raise ProcessCrashed(boot.id)
+
+    async def step(run_id: UUID, seq: int, kind: str, data: dict[str, Any],
+                   now: datetime) -> Step:
+        die_at((kind,))
+        return await append_step(run_id, seq, kind, data, now)
+
+    async def steps(run_id: UUID, seq: int, items: Any, now: datetime) -> list[Step]:
+        die_at(kind for kind, _ in items)
+        return await append_steps(run_id, seq, items, now)
+
+    ledger.append_step = step  # type: ignore[method-assign]
+    ledger.append_steps = steps  # type: ignore[method-assign]
+    return died
+
+
 def _describe(name: str) -> str:
     for part in (__doc__ or "").split("- `")[1:]:
         if part.startswith(name + "`"):
@@ -308,6 +377,9 @@ CROWDED = register(Scenario("crowded", _describe("crowded"), _crowded, heal, _st
 RELAY_BUGS = register(
     Scenario("relay_bugs", _describe("relay_bugs"), _crashloop, heal, _buggy_relays)
 )
+STARTUP_DEBTS = register(Scenario(
+    "startup_debts", _describe("startup_debts"), _owed_at_startup, heal, _owing_startups,
+))
 MISFILED_STASIS = register(
     Scenario("misfiled_stasis", _describe("misfiled_stasis"), _misfiled, heal, _crashy)
 )
