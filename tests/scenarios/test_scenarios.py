@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from runtime.recovery.debts import DebtReport
 from sim.kernel import run_simulation
 from sim.scenarios import resolve
 
@@ -52,3 +54,23 @@ def test_crowded_pages_past_one_page_and_replays_identically() -> None:
     done = [json.loads(line)["data"] for line in first.trace_lines
             if '"event":"startup.done"' in line]
     assert max(sum(d["deliveries"].values()) for d in done) > PAGE_SIZE
+
+
+def test_startup_debts_needs_the_relay_to_pay_what_startup_owes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last startup before heal fails its evidence repair: only that boot's relay
+    (no lease, no later startup) can pay it, so startup must hand it over."""
+    from runtime.recovery import reconcile
+
+    healthy = run_simulation(1, "startup_debts", "swarm")
+    assert healthy.ok and healthy.coverage["kinds"].get("startup_step_fail", 0) > 0
+    real = reconcile.pay_startup_debts
+
+    async def forgetful(*args: Any, **kwargs: Any) -> DebtReport:
+        report = await real(*args, **kwargs)
+        report.evidence_owed = {}  # owed, but never handed to the relay
+        return report
+
+    monkeypatch.setattr(reconcile, "pay_startup_debts", forgetful)
+    assert run_simulation(1, "startup_debts", "swarm").invariant == "terminal_evidence_once"
