@@ -30,6 +30,7 @@ from uuid import UUID
 
 import anyio
 
+from runtime.adapters.open_run import OPEN_STATUSES
 from runtime.errors import LedgerUnavailable, ProcessCrashed
 from sim.mutation_checks import CURRENT_HOP
 
@@ -50,6 +51,8 @@ EVIDENCE_FAULTS = ('"point":"ledger.steps"', '"point":"ledger.append_step"',
                    '"point":"steps.append"', '"event":"boot.crash"', '"event":"boot.partition"')
 """A partition (FaultKind.BOOT_PARTITION) fails a boot's Step appends like an outage."""
 
+TERMINAL_STEPS = frozenset({"run.done", "run.failed", "run.cancelled"})
+
 PARKS = frozenset({"park_consent", "park_delegate", "park_service"})
 """A hardware wait keeps the hop (runtime.stasis.waits): it never parks one."""
 
@@ -67,6 +70,16 @@ INVARIANTS = (
      "checkpoint, unless a fault struck during the hop (the deletion may have failed: a "
      "debt the relay pays)", "seed 000 'Events, settlement, and waits' (cleanup follows "
      "terminal truth; its failure is a debt, never the normal path)"),
+    ("settled_hop_owes_evidence", "a hop that settles its Run leaves its terminal Step "
+     "written or owed: when the Step is not in the ledger as the hop returns, its boot "
+     "records the evidence debt (Run at that sequence) for its relay to pay",
+     "seed 000 'Events, settlement, and waits' (a terminal Step that did not land is evidence "
+     "debt, repaired later; the terminal publish is best effort and bounded)"),
+    ("cancelled_hop_keeps_outcome", "a hop cancelled (an abort, a graceful shutdown) once "
+     "its final node returned still settles that outcome: it leaves its Run open under "
+     "its claim only if the settlement could not be written",
+     "seed 000 'Events, settlement, and waits' (a hop's publishes are best effort, bounded "
+     "and shielded, so a cancellation arriving as a node returns cannot lose its outcome)"),
     ("lane_bounds", "a process runs at most 4 hops at once in its runs lane and 2 in its "
      "rites lane", "seed 000 'Admission and exact claim'"),
 )
@@ -128,6 +141,24 @@ class HopChecks:
         self.checker.fail("hop_ends_with_an_outcome", f"hop {call.key} of {call.boot_id} raised "
                           f"{type(exc).__name__}: {exc}"[:300])
 
+    def cancelled(self, call: HopCall) -> None:
+        """cancelled_hop_keeps_outcome, read as a cancelled hop ends in a live process."""
+        if not call.outcome_known or not call.claimed:
+            return
+        boot = next((b for b in self.checker.world.boots if b.id == call.boot_id), None)
+        if boot is None or not boot.alive:
+            return  # a crash: the process and its hop are gone
+        _, run_id, seq = call.key.split(":")
+        run = self.checker.world.ledger.run_table.get(UUID(run_id))
+        if run is None or run.seq != int(seq) or run.status not in OPEN_STATUSES:
+            return
+        if "settle_run" in call.last_answer or \
+                self.checker.world.ledger_down_until > call.claimed_at:
+            return  # the settlement was tried (and fenced), or the database was down
+        self.checker.fail("cancelled_hop_keeps_outcome", f"hop {call.key} of {call.boot_id} "
+                          f"was cancelled after its final node returned and left its Run "
+                          f"{run.status.value} without settling", run=run_id)
+
     def returned(self, call: HopCall, outcome: object) -> None:
         value = getattr(outcome, "value", outcome)
         settled = "settle_run" in call.wrote
@@ -153,6 +184,7 @@ class HopChecks:
             self._parked_evidence(call)
         if value == "settled":
             self._released(call)
+            self._owed(call)
 
     def _released(self, call: HopCall) -> None:
         """settled_hop_releases_checkpoint, read as the settling hop returns."""
@@ -167,6 +199,21 @@ class HopChecks:
         self.checker.fail("settled_hop_releases_checkpoint", f"hop {call.key} of "
                           f"{call.boot_id} settled its Run and left its checkpoint, with no "
                           "fault to excuse it", run=run_id)
+
+    def _owed(self, call: HopCall) -> None:
+        """settled_hop_owes_evidence, read as the settling hop returns (its debt, if
+        any, was recorded as the hop ended, with no await since)."""
+        _, run_id, seq = call.key.split(":")
+        rid = UUID(run_id)
+        world = self.checker.world
+        if any(s.kind in TERMINAL_STEPS for s in world.ledger.step_log.get(rid, [])):
+            return
+        boot = next((b for b in world.boots if b.id == call.boot_id), None)
+        if boot is None or boot.worker.evidence_debt.get(rid) == int(seq):
+            return
+        self.checker.fail("settled_hop_owes_evidence", f"hop {call.key} of {call.boot_id} "
+                          "settled its Run without its terminal Step and owes no evidence "
+                          "debt for it", run=run_id)
 
     def _parked_evidence(self, call: HopCall) -> None:
         _, run_id, seq = call.key.split(":")

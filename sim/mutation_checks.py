@@ -57,6 +57,8 @@ class HopCall:
     last_answer: dict[str, bool] = field(default_factory=dict)
     """Per write method, whether its latest call returned a record: a write applied by an
     ambiguous commit and refused on its retry reads False here."""
+    outcome_known: bool = False
+    """Its final node returned (a simulator node marks it: sim.scenarios.publish_bound)."""
 
 
 CURRENT_HOP: ContextVar[HopCall | None] = ContextVar("sim_hop_call", default=None)
@@ -85,6 +87,9 @@ class MutationChecks:
             except Exception as exc:
                 failure = exc
                 self.checker._guarded(lambda: self.checker.hop_checks.raised(call, failure))
+                raise
+            except BaseException:  # cancelled (an abort, a shutdown)
+                self.checker._guarded(lambda: self.checker.hop_checks.cancelled(call))
                 raise
             finally:
                 self.running.discard(call)

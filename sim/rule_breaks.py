@@ -42,8 +42,8 @@ from runtime.errors import (
 )
 from runtime.events.bus import EventBus
 from runtime.events.channel import ResyncReason, RunChannel, Subscription
-from runtime.events.errors import StepWriteFailed, StepWriterClosed
-from runtime.events.hop import TERMINAL_KINDS, HopEvents
+from runtime.events.errors import EventError, StepWriteFailed, StepWriterClosed
+from runtime.events.hop import PUBLISH_BOUND_S, TERMINAL_KINDS, HopEvents
 from runtime.events.model import Event
 from runtime.events.writer import GROUP_COMMIT_LIMIT, StepWriter
 from runtime.graph.budget import HardwareBudgetExhausted, HardwareResumeBudget
@@ -1124,6 +1124,34 @@ async def _terminal_unflushed(self: HopEvents, run: Run) -> None:
     await self.bus.close(run.id)
 
 
+async def _publish_always_accepted(self: HopEvents, kind: str,
+                                   data: Any = None) -> bool:
+    """A hop that counts a publish refused or cut off at its bound as accepted (the
+    mutation tool's survivor `events/hop.py:110`, the final `return False` made True):
+    a terminal event that never reached the writer owes nothing, so the hop settles
+    without its terminal Step and records no debt (caught by settled_hop_owes_evidence)."""
+    if self.channel is None:
+        return False
+    with anyio.move_on_after(PUBLISH_BOUND_S, shield=True):
+        with contextlib.suppress(EventError):
+            await self.channel.publish(kind, data)
+    return True
+
+
+async def _publish_unshielded(self: HopEvents, kind: str, data: Any = None) -> bool:
+    """A hop whose bounded publish is not shielded (the mutation tool's survivor
+    `events/hop.py:101`, `shield=True` made False): a cancellation arriving while the
+    final node's node.completed publish waits (a graceful shutdown) ends the hop before
+    the node's outcome is settled (caught by cancelled_hop_keeps_outcome)."""
+    if self.channel is None:
+        return False
+    with anyio.move_on_after(PUBLISH_BOUND_S):
+        with contextlib.suppress(EventError):
+            await self.channel.publish(kind, data)
+            return True
+    return False
+
+
 async def _fold_after_flush(self: HopEvents, settlement: Settlement) -> Any:
     """A settling hop that flushes a lingering writer before folding (the mutation tool's
     survivor `events/hop.py:126`, `if self.writer.lingers` negated): the Steps the writer
@@ -1363,6 +1391,8 @@ RULE_BREAKS = BreakTable({
     "fold_without_waiting": (HopEvents, "fold_terminal", _fold_without_waiting),
     "fold_after_flush": (HopEvents, "fold_terminal", _fold_after_flush),
     "terminal_left_unflushed": (HopEvents, "terminal", _terminal_unflushed),
+    "refused_publish_accepted": (HopEvents, "publish", _publish_always_accepted),
+    "publish_unshielded": (HopEvents, "publish", _publish_unshielded),
     "delegate_resumed_unfinished": (Relays, "_delegate", _relay_readmits_running_delegate),
     "service_resumed_unfinished": (Relays, "_service", _relay_readmits_open_attempt),
     "chain_limit_four_rounds": (waits_module, "MAX_CONSENT_ROUNDS", 4),

@@ -665,6 +665,19 @@ RULES: tuple[Rule, ...] = (
          "failed and the Step is owed to the relay",
          ("terminal_flush_before_cleanup",), ("step_burst",),
          (_b("terminal_left_unflushed", "step_burst", 2),)),
+    Rule("events.unwritten_terminal_step_owed", S000, "Events, settlement, and waits",
+         "the terminal event is best effort and bounded: when its publish is refused or "
+         "gives up at the bound (the writer's queue full behind a stalled append), the "
+         "settled hop does not count it published; its terminal Step is written or its boot "
+         "owes it as evidence debt when the hop returns (issue 18, M9)",
+         ("settled_hop_owes_evidence",), ("publish_bound",),
+         (_b("refused_publish_accepted", "publish_bound", 1),)),
+    Rule("events.publish_shielded", S000, "Events, settlement, and waits",
+         "a hop's publish is shielded (and bounded): a cancellation arriving while the final "
+         "node's last publish waits (a graceful shutdown as the node returns) does not lose "
+         "the node's outcome; the hop still settles it (issue 18, M9)",
+         ("cancelled_hop_keeps_outcome",), ("publish_bound",),
+         (_b("publish_unshielded", "publish_bound", 1),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",

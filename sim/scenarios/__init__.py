@@ -66,6 +66,7 @@ def _load_builtin() -> None:
         leased_jobs,
         long_stream,
         mutations,
+        publish_bound,
         restarts,
         resubmit_race,
         service,

@@ -843,3 +843,23 @@ def test_a_terminal_step_left_queued_past_cleanup_is_caught() -> None:
                                         range(1, 10), "terminal_flush_before_cleanup")
     assert "reached settle.evidence_written with" in message
     assert run_simulation(seed, "step_burst", "swarm").ok
+
+
+def test_a_refused_terminal_publish_counted_as_published_is_caught() -> None:
+    """A terminal publish that gave up at its bound (the writer's queue full behind a
+    stalled append) leaves the terminal Step unwritten; a hop that counts it published
+    owes no debt for it (sim.hop_checks, settled_hop_owes_evidence)."""
+    seed, _, message = _first_violation("publish_bound", "refused_publish_accepted",
+                                        range(1, 10), "settled_hop_owes_evidence")
+    assert "owes no evidence debt" in message
+    assert run_simulation(seed, "publish_bound", "swarm").ok
+
+
+def test_an_unshielded_publish_losing_a_node_outcome_is_caught() -> None:
+    """A graceful shutdown cancels a hop while its final node's node.completed publish
+    waits on a full Step queue: unshielded, the hop ends before settling the node's
+    outcome (sim.hop_checks, cancelled_hop_keeps_outcome)."""
+    seed, _, message = _first_violation("publish_bound", "publish_unshielded",
+                                        range(1, 10), "cancelled_hop_keeps_outcome")
+    assert "without settling" in message
+    assert run_simulation(seed, "publish_bound", "swarm").ok
