@@ -677,7 +677,7 @@ RULES: tuple[Rule, ...] = (
          "node's last publish waits (a graceful shutdown as the node returns) does not lose "
          "the node's outcome; the hop still settles it (issue 18, M9)",
          ("cancelled_hop_keeps_outcome",), ("publish_bound",),
-         (_b("publish_unshielded", "publish_bound", 1),)),
+         (_b("publish_unshielded", "publish_bound", 2),)),
     Rule("events.cancel_closes_channel", S000, "Events, settlement, and waits",
          "a cancel's terminal path is a terminal path like a hop's: once CANCELLED "
          "committed, the Run's live channel gets run.cancelled and closes",
