@@ -31,10 +31,14 @@ if TYPE_CHECKING:
 
 MAX_NOTES = 400
 """More than the writer's queue (256) holds: a stall of the first appends fills it."""
-STALL_SHARE = 0.3
-MAX_STALL_S = 30.0
-"""Past the bound (5 s) and the fold wait (1 s) twice over: the terminal publish of a hop
-whose queue filled behind such a stall usually meets the queue still full."""
+STALL_SHARE = 0.25
+MAX_STALL_S = 32.0
+"""Longer than a note's bound, node.completed's bound, the fold wait and the terminal
+event's bound together (16 s), often enough: the terminal publish then meets the queue
+still full. The writer group-commits (64 Steps an append), so once the stall ends the
+hop's terminal flush drains the queue in a few appends, well inside the broker's 120 s
+heartbeat window (one Step an append, 256 of them at this stall rate, kept a settled hop
+flushing past it: its job was swept while it lived, hop_heartbeat at swarm seeds 6, 28)."""
 OPERATOR_S = 300.0
 RESTART_SHARE = 0.8
 """Of the hops whose flood met the bound alone in their boot, those that restart it."""
@@ -87,6 +91,7 @@ async def drive(world: World) -> None:
 
 
 def _setup(world: World) -> None:
+    world.group_commit = True  # the queue drains 64 Steps an append: a flush outlasts no heartbeat
     world.registry.register(_flooded(world))
 
 
