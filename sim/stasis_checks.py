@@ -219,8 +219,12 @@ class StasisChecks:
         """gate_outcome: content within the Pattern's declared bounds is a valid gate, so
         its Run never fails validating that content (a bound moved, M9)."""
         content = run.intent.content
-        inside = all(isinstance(content.get(k, lo), int) and lo <= content.get(k, lo) <= hi
-                     for k, (lo, hi) in GATE_BOUNDS.items())
+        # Only content that names nothing but the bounded fields is judged: GateState
+        # forbids unknown fields (a client's key-reuse variant adds one), and refusing
+        # those is right.
+        inside = set(content) <= set(GATE_BOUNDS) and all(
+            isinstance(content.get(k, lo), int) and lo <= content.get(k, lo) <= hi
+            for k, (lo, hi) in GATE_BOUNDS.items())
         if inside and "validation error" in error and not error.startswith(LOST_STASIS_ERRORS):
             self.checker.fail("gate_outcome", f"consent_gate Run {run.id} ({content}) failed "
                               f"validating content within the gate's bounds: {error[:160]!r}",

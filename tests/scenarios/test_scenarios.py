@@ -74,3 +74,11 @@ def test_startup_debts_needs_the_relay_to_pay_what_startup_owes(
 
     monkeypatch.setattr(reconcile, "pay_startup_debts", forgetful)
     assert run_simulation(1, "startup_debts", "swarm").invariant == "terminal_evidence_once"
+
+
+def test_a_gate_refused_for_an_unknown_field_is_no_gate_outcome_violation() -> None:
+    """gate_outcome judges only content naming nothing but the gate's bounded fields:
+    crashloop seed 278 re-sends a consent_gate key with an extra `variant` field, which
+    GateState rightly refuses (a false alarm the CI campaign found at swarm 1-300)."""
+    result = run_simulation(278, "crashloop", "swarm")
+    assert result.ok, result.violation
