@@ -19,10 +19,9 @@ from runtime.hop import HopContext
 from runtime.registry import Node, Pattern
 from sim.scenarios import Scenario, register
 from sim.scenarios.people import Operator
-from sim.scenarios.workload import settle_client, submit_stream
+from sim.scenarios.workload import settle_client, stalled_appends, submit_stream
 
 if TYPE_CHECKING:
-    from sim.faults.options import FaultOptions
     from sim.world import World
 
 NOTES = (120, 220)
@@ -70,11 +69,6 @@ def _setup(world: World) -> None:
     world.registry.register(NOTED)
 
 
-def _stalls(options: FaultOptions) -> FaultOptions:
-    return options.model_copy(update={
-        "step_stall_per_append": max(options.step_stall_per_append, STALL_SHARE),
-        "max_stall_s": MAX_STALL_S})
-
-
 STEP_BURST = register(Scenario("step_burst", " ".join((__doc__ or "").split()), drive,
-                               settle_client, tune=_stalls, setup=_setup))
+                          settle_client, tune=stalled_appends(STALL_SHARE, MAX_STALL_S),
+                          setup=_setup))

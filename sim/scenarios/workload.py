@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from runtime.models import Intent
 from sim.scenarios.client import Client, Submit
 from sim.world import World
+
+if TYPE_CHECKING:
+    from sim.faults.options import FaultOptions
 
 SESSIONS = ("s-1", "s-2", "s-3")
 
@@ -98,3 +101,15 @@ async def settle_client(world: World) -> None:
     client = world.actors.get("client")
     if isinstance(client, Client):
         await client.settle_debts()
+
+
+def stalled_appends(share: float, max_stall_s: float) -> Callable[[FaultOptions], FaultOptions]:
+    """A scenario's fault tuning: at least `share` of Step appends stall, each for up to
+    `max_stall_s` (the Step-writer scenarios: step_burst, publish_bound)."""
+
+    def tune(options: FaultOptions) -> FaultOptions:
+        return options.model_copy(update={
+            "step_stall_per_append": max(options.step_stall_per_append, share),
+            "max_stall_s": max_stall_s})
+
+    return tune
